@@ -1,0 +1,1 @@
+"""Generated protobuf modules of the epg.v1 protocol."""

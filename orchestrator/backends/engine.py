@@ -1,0 +1,140 @@
+"""The Docker engine wrapper: every container is created here, with labels; cleanup reaps by label."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
+
+from orchestrator.backends.container_spec import ContainerSpec, to_docker_kwargs
+from orchestrator.backends.labels import MANAGED
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import ContainerExit
+
+log = logging.getLogger(__name__)
+
+ENGINE_HINT = "start one with `make docker` (scripts/ensure-docker.sh)"
+
+
+@dataclass(slots=True)
+class ReapReport:
+    containers: int = 0
+    networks: int = 0
+    volumes: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.containers + self.networks + self.volumes
+
+
+class DockerEngine:
+    """A connected Docker engine."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(cls, timeout_s: float = 30.0) -> DockerEngine:
+        """Return an engine whose daemon answered a ping.
+
+        Raises InfrastructureError(ENGINE_UNAVAILABLE) when none answers.
+        """
+        try:
+            client = docker.from_env(timeout=int(timeout_s))
+            client.ping()
+        except (DockerException, OSError) as exc:
+            raise InfrastructureError(
+                InfraErrorCode.ENGINE_UNAVAILABLE, f"no Docker daemon answers; {ENGINE_HINT}", evidence=str(exc)
+            ) from exc
+        return cls(client)
+
+    def image_exists(self, tag: str) -> bool:
+        try:
+            self.client.images.get(tag)
+        except ImageNotFound:
+            return False
+        return True
+
+    def start(self, spec: ContainerSpec) -> Container:
+        """Create and start a container for spec. Raises InfrastructureError(CONTAINER_FAILED)."""
+        if spec.labels.get(MANAGED) != "true":
+            raise ValueError("every container the orchestrator creates must carry its labels")
+        try:
+            container = self.client.containers.create(**to_docker_kwargs(spec))
+        except ImageNotFound as exc:
+            raise InfrastructureError(
+                InfraErrorCode.IMAGE_MISSING, f"image {spec.image} is not built; run `epg-orchestrate images build`"
+            ) from exc
+        except APIError as exc:
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot create a container of {spec.image}", str(exc)) from exc
+        try:
+            container.start()
+        except APIError as exc:
+            self.remove(container)
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot start a container of {spec.image}", str(exc)) from exc
+        return container
+
+    def exit_of(self, container: Container, wait_s: float) -> ContainerExit:
+        """Wait up to wait_s for the container to stop; return its exit status and OOM flag."""
+        try:
+            container.wait(timeout=wait_s)
+        except (DockerException, OSError):
+            pass  # still running after wait_s: reported as exit_code None below
+        try:
+            container.reload()
+        except NotFound:
+            return ContainerExit(exit_code=None)
+        state = container.attrs.get("State", {})
+        running = state.get("Running", False)
+        return ContainerExit(exit_code=None if running else state.get("ExitCode"), oom_killed=bool(state.get("OOMKilled")))
+
+    def logs_tail(self, container: Container, max_bytes: int) -> bytes:
+        try:
+            return container.logs(stdout=True, stderr=True, tail=200)[-max_bytes:]
+        except (DockerException, OSError) as exc:
+            return f"<logs unavailable: {exc}>".encode()
+
+    def remove(self, container: Container) -> bool:
+        """Force-remove container; return False (and log why) when the engine refused."""
+        try:
+            container.remove(force=True, v=True)
+        except NotFound:
+            return True
+        except APIError as exc:
+            if "already in progress" in str(exc):
+                return True
+            log.warning("could not remove container %s: %s", container.short_id, exc)
+            return False
+        return True
+
+    def reap(self, label_filters: list[str]) -> ReapReport:
+        """Remove every container, network and volume matching all label_filters."""
+        report = ReapReport()
+        filters = {"label": label_filters}
+        for container in self.client.containers.list(all=True, filters=filters):
+            if self.remove(container):
+                report.containers += 1
+            else:
+                report.errors.append(f"container {container.short_id}")
+        for network in self.client.networks.list(filters=filters):
+            try:
+                network.remove()
+                report.networks += 1
+            except APIError as exc:
+                report.errors.append(f"network {network.name}: {exc}")
+        for volume in self.client.volumes.list(filters=filters):
+            try:
+                volume.remove(force=True)
+                report.volumes += 1
+            except APIError as exc:
+                report.errors.append(f"volume {volume.name}: {exc}")
+        return report
+
+    def owners(self, label_filters: list[str], owner_label: str) -> set[str]:
+        """Return the owner label values of matching containers."""
+        containers = self.client.containers.list(all=True, filters={"label": label_filters})
+        return {c.labels.get(owner_label, "") for c in containers}

@@ -1,0 +1,49 @@
+"""The labels on everything the orchestrator creates, and the selectors that find it again."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+PREFIX = "org.evopolicygym."
+MANAGED = PREFIX + "managed"
+ROLE = PREFIX + "role"
+SESSION = PREFIX + "session"
+SCOPE = PREFIX + "scope"
+OWNER = PREFIX + "owner"
+IMAGE = PREFIX + "image"
+INPUTS = PREFIX + "inputs"
+
+
+def owner_id() -> str:
+    """This process as hostname:pid, so that leftovers of a dead process can be told apart."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabelSet:
+    """Labels of one sandbox session: every container, network and volume it makes gets them.
+
+    scope is a free tag a caller (a test run, a CI job) uses to find exactly
+    its own resources; empty means none.
+    """
+
+    session: str
+    owner: str
+    scope: str = ""
+
+    def for_role(self, role: str) -> dict[str, str]:
+        labels = {MANAGED: "true", ROLE: role, SESSION: self.session, OWNER: self.owner}
+        if self.scope:
+            labels[SCOPE] = self.scope
+        return labels
+
+
+def selector(**labels: str) -> list[str]:
+    """Return a docker `label` filter list matching managed resources with the given label values.
+
+    Keys are the short names: session, scope, owner, role.
+    """
+    names = {"session": SESSION, "scope": SCOPE, "owner": OWNER, "role": ROLE}
+    return [f"{MANAGED}=true"] + [f"{names[key]}={value}" for key, value in sorted(labels.items())]

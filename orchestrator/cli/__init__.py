@@ -1,0 +1,1 @@
+"""The command line: presentation only (typer, rich)."""

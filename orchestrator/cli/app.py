@@ -1,0 +1,23 @@
+"""The epg-orchestrate command."""
+
+from __future__ import annotations
+
+import typer
+
+from orchestrator.cli import evaluate, housekeeping, images
+
+app = typer.Typer(
+    name="epg-orchestrate",
+    help="Run EvoPolicyGym policies in fresh, hardened containers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("evaluate")(evaluate.evaluate)
+app.add_typer(images.app, name="images")
+app.command("gc")(housekeeping.gc)
+app.command("benchmarks")(housekeeping.benchmarks)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,111 @@
+"""`epg-orchestrate evaluate`: one Program on N Episodes, each in a fresh policy container."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.backends.sandbox import SandboxLimits
+from orchestrator.cli.common import err, fail, fail_infrastructure, out, parse_size
+from orchestrator.cli.options import Base, Environments, Scope, environment_roots
+from orchestrator.compose import SandboxOptions, open_sandbox
+from orchestrator.images.catalogue import CatalogueError
+from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.evaluation import Evaluation, evaluate_program
+from orchestrator.kernel.program import ProgramError, capture_program
+from orchestrator.records.atomic import write_json
+from orchestrator.records.feedback import evaluation_json, publish_feedback
+from orchestrator.runtimes.episode_loop import EpisodeLimits
+from orchestrator.sdk.planning import SPLITS
+
+
+def evaluate(
+    program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False)],
+    benchmark: Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark id or alias, e.g. CartPole-v1 or cartpole.")],
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=100_000, help="Number of Episodes.")] = 10,
+    split: Annotated[str, typer.Option("--split", help=f"Episode split: {', '.join(SPLITS)}.")] = "train",
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Episode plan and the policy seeds.")] = 0,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write feedback.json, evaluation.json and artifacts/ here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    memory: Annotated[str, typer.Option("--memory", help="Memory limit of each policy container.")] = "512m",
+    cpus: Annotated[float, typer.Option("--cpus", min=0.05, help="CPU limit of each policy container.")] = 1.0,
+    pids: Annotated[int, typer.Option("--pids", min=8, help="Process limit of each policy container.")] = 64,
+    step_deadline: Annotated[float, typer.Option("--step-deadline", min=0.001, help="Seconds allowed for one act().")] = 1.0,
+    episode_deadline: Annotated[float, typer.Option("--episode-deadline", min=0.01, help="Seconds of policy time per Episode.")] = 300.0,
+    startup_deadline: Annotated[float, typer.Option("--startup-deadline", min=0.1, help="Seconds for start-up and make_policy().")] = 30.0,
+    base: Base = "auto",
+    environments: Environments = None,
+    scope: Scope = "",
+) -> None:
+    """Evaluate PROGRAM_DIR on a benchmark; every Episode runs in a fresh, hardened container."""
+    if split not in SPLITS:
+        fail(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
+    try:
+        program = capture_program(program_dir)
+    except ProgramError as exc:
+        fail(f"invalid Program: {exc.message}")
+    limits = SandboxLimits(
+        memory_bytes=parse_size(memory),
+        cpus=cpus,
+        pids=pids,
+        episode=EpisodeLimits(step_deadline_s=step_deadline, episode_deadline_s=episode_deadline, startup_deadline_s=startup_deadline),
+    )
+    options = SandboxOptions(benchmark=benchmark, limits=limits, scope=scope, base=base, environments=environment_roots(environments))
+    try:
+        evaluation = _run(options, program, split, seed, episodes, quiet=as_json)
+    except ProgramError as exc:
+        fail(f"invalid Program: {exc.message}")
+    except CatalogueError as exc:
+        fail(str(exc))
+    except InfrastructureError as exc:
+        fail_infrastructure(exc, out_dir / "diagnostics" if out_dir else None)
+    document = evaluation_json(evaluation)
+    if out_dir is not None:
+        publish_feedback(out_dir, evaluation.feedback, program.digest)
+        write_json(out_dir / "evaluation.json", document)
+    if as_json:
+        print(json.dumps(document))
+    else:
+        _print_report(evaluation, out_dir)
+
+
+def _run(options: SandboxOptions, program, split: str, seed: int, episodes: int, quiet: bool) -> Evaluation:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=quiet) as progress:
+        task = progress.add_task("preparing the sandbox", total=episodes)
+
+        def note(message: str) -> None:
+            if not quiet:
+                err.print(f"[dim]{message}[/]", highlight=False)
+
+        def advance(outcome) -> None:
+            progress.update(task, advance=1, description=f"Episodes ({outcome.status.value})")
+
+        with open_sandbox(options, progress=note) as sandbox:
+            progress.update(task, description="Episodes")
+            return evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance)
+
+
+def _print_report(evaluation: Evaluation, out_dir: Path | None) -> None:
+    feedback = evaluation.feedback
+    table = Table(title=f"{evaluation.benchmark.id} · {evaluation.split} · seed {evaluation.seed}", title_justify="left")
+    for column in ("Episode", "status", "failure", "steps", "reward", "policy s"):
+        table.add_column(column, justify="right" if column in ("Episode", "steps", "reward", "policy s") else "left")
+    for e in feedback.episodes:
+        style = "" if e.failure is None else "red"
+        table.add_row(
+            str(e.index), e.status.value, e.failure.value if e.failure else "-", str(e.steps), f"{e.reward:.2f}", f"{e.policy_seconds:.3f}", style=style
+        )
+    out.print(table)
+    for e in feedback.episodes:
+        if e.failure is not None:
+            out.print(f"[red]Episode {e.index}[/]: {e.failure.value}: {e.reason}", highlight=False)
+    out.print(f"Program {evaluation.program.digest}")
+    out.print(f"[bold]score ({evaluation.benchmark.primary_metric}): {feedback.score:.4f}[/]")
+    if out_dir is not None:
+        out.print(f"Feedback written to {out_dir / 'feedback.json'}")

@@ -1,0 +1,28 @@
+"""CLI options used by more than one command, declared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS
+
+Environments = Annotated[
+    Optional[list[Path]],
+    typer.Option("--environments", help="Extra directory of environment packages (repeatable).", show_default=False),
+]
+Base = Annotated[
+    str,
+    typer.Option("--base", help="Base image: auto (local or pulled python:3.11-slim, else a Debian bootstrap), debootstrap, or an image."),
+]
+Scope = Annotated[
+    str,
+    typer.Option("--scope", envvar="EPG_SCOPE", help="Tag every container with this scope label.", hidden=True),
+]
+
+
+def environment_roots(extra: list[Path] | None) -> list[Path] | None:
+    """The default environments/ plus any extra roots, or None for the default alone."""
+    return [DEFAULT_ENVIRONMENTS, *extra] if extra else None

@@ -1,0 +1,75 @@
+"""Composition: wires the engine, the image builder, the catalogue and the sandbox together."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from orchestrator.backends.engine import DockerEngine, ReapReport
+from orchestrator.backends.labels import OWNER, LabelSet, owner_id, selector
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits
+from orchestrator.images.builder import ImageBuilder
+from orchestrator.images.catalogue import resolve_benchmark
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxOptions:
+    benchmark: str
+    limits: SandboxLimits = SandboxLimits()
+    scope: str = ""
+    base: str = "auto"
+    environments: list[Path] | None = field(default=None)
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True when owner (hostname:pid) names a process of this host that no longer exists."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def reap_orphans(engine: DockerEngine) -> ReapReport:
+    """Reap what orchestrator processes of this host left behind when they died."""
+    total = ReapReport()
+    for owner in engine.owners(selector(), OWNER):
+        if owner and owner_is_dead(owner):
+            report = engine.reap(selector(owner=owner))
+            total.containers += report.containers
+            total.networks += report.networks
+            total.volumes += report.volumes
+            total.errors += report.errors
+    return total
+
+
+@contextmanager
+def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: None) -> Iterator[DockerSandbox]:
+    """Connect to the engine, make the images the benchmark needs, and yield a started sandbox.
+
+    Raises InfrastructureError (engine, images, runner) and CatalogueError
+    (unknown benchmark).
+    """
+    engine = DockerEngine.connect()
+    builder = ImageBuilder(engine.client, base=options.base, environments=options.environments, progress=progress)
+    package, _benchmark_id, entry = resolve_benchmark(options.benchmark, builder.packages())
+    reaped = reap_orphans(engine)
+    if reaped.total:
+        progress(f"reaped {reaped.total} leftovers of dead orchestrator processes")
+    results = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
+    images = SandboxImages(environment=results[package.image], policy_runtime=results["policy-runtime"], benchmark_entry=entry)
+    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
+    with DockerSandbox(engine, images, options.limits, labels) as sandbox:
+        yield sandbox

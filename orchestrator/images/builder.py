@@ -1,0 +1,189 @@
+"""Build images offline: wheels come from the host's pip, tags from a hash of every input."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import docker
+from docker.errors import APIError, BuildError, ImageNotFound
+
+from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
+from orchestrator.images.base import ensure_base
+from orchestrator.images.catalogue import EnvironmentPackage, discover
+from orchestrator.images.recipes import ImageRecipe, environment_recipe, policy_runtime_recipe
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+
+Progress = Callable[[str], None]
+TARGET_PYTHON = "3.11"
+
+
+def default_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/epg-orchestrator, or ~/.cache/epg-orchestrator."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "epg-orchestrator"
+
+
+def platform_tags(machine: str | None = None) -> list[str]:
+    """Wheel platform tags a Debian bookworm (glibc 2.36) image on this architecture accepts."""
+    arch = machine or platform.machine()
+    return [f"manylinux_2_{minor}_{arch}" for minor in (36, 35, 34, 31, 28, 27, 17)] + [f"manylinux2014_{arch}", f"linux_{arch}"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageStatus:
+    name: str
+    tag: str
+    present: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildResult:
+    name: str
+    tag: str
+    built: bool  # False: an image with these inputs existed already
+    seconds: float
+
+
+class ImageBuilder:
+    """Plans and builds the images of the catalogue against one base image."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        base: str = "auto",
+        cache_dir: Path | None = None,
+        environments: list[Path] | None = None,
+        progress: Progress = lambda message: None,
+    ) -> None:
+        self._client = client
+        self._base_choice = base
+        self._cache = cache_dir or default_cache_dir()
+        self._environments = environments
+        self._progress = progress
+        self._base_id: str | None = None
+
+    # catalogue -------------------------------------------------------------------
+
+    def packages(self) -> list[EnvironmentPackage]:
+        return discover(self._environments)
+
+    def recipes(self) -> dict[str, ImageRecipe]:
+        recipes = {"policy-runtime": policy_runtime_recipe()}
+        for package in self.packages():
+            recipes[package.image] = environment_recipe(package)
+        return recipes
+
+    def base_id(self) -> str:
+        if self._base_id is None:
+            self._base_id = ensure_base(self._client, self._base_choice, self._progress)
+        return self._base_id
+
+    def status(self, names: list[str] | None = None) -> list[ImageStatus]:
+        """Return the tag of each image and whether it is present (builds the base if needed)."""
+        statuses = []
+        for recipe in self._select(names):
+            tag = recipe.tag(self.base_id())
+            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=self._exists(tag)))
+        return statuses
+
+    def _select(self, names: list[str] | None) -> list[ImageRecipe]:
+        recipes = self.recipes()
+        if not names:
+            return list(recipes.values())
+        unknown = [n for n in names if n not in recipes]
+        if unknown:
+            raise KeyError(f"unknown image {', '.join(unknown)}; known: {', '.join(recipes)}")
+        return [recipes[n] for n in names]
+
+    def _exists(self, tag: str) -> bool:
+        try:
+            self._client.images.get(tag)
+        except ImageNotFound:
+            return False
+        return True
+
+    # building ------------------------------------------------------------------
+
+    def ensure(self, names: list[str] | None = None) -> list[BuildResult]:
+        """Build each named image (default: all) whose inputs have no image yet."""
+        return [self.build(recipe) for recipe in self._select(names)]
+
+    def build(self, recipe: ImageRecipe) -> BuildResult:
+        started = time.monotonic()
+        base_id = self.base_id()
+        digest = recipe.inputs_hash(base_id)
+        tag = recipe.tag(base_id)
+        if self._exists(tag):
+            self._progress(f"{recipe.name}: up to date ({tag})")
+            return BuildResult(name=recipe.name, tag=tag, built=False, seconds=time.monotonic() - started)
+        self._progress(f"{recipe.name}: building {tag}")
+        with tempfile.TemporaryDirectory(prefix=f"epg-build-{recipe.name}-") as tmp:
+            context = Path(tmp)
+            self._fill_context(recipe, context)
+            labels = {MANAGED: "true", IMAGE: recipe.name, INPUTS: digest, **recipe.labels}
+            self._docker_build(context, tag, base_id, labels)
+        self._progress(f"{recipe.name}: built {tag} in {time.monotonic() - started:.0f} s")
+        return BuildResult(name=recipe.name, tag=tag, built=True, seconds=time.monotonic() - started)
+
+    def _fill_context(self, recipe: ImageRecipe, context: Path) -> None:
+        (context / "Dockerfile").write_text(recipe.dockerfile)
+        wheels = context / "wheels"
+        wheels.mkdir()
+        (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
+        self._fetch_wheels(recipe.requirements, wheels)
+        for destination, source in recipe.files.items():
+            target = context / "lib" / destination
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+
+    def _fetch_wheels(self, requirements: tuple[str, ...], dest: Path) -> None:
+        """Copy the wheels of requirements into dest, downloading into the cache only what is missing."""
+        house = self._cache / "wheelhouse"
+        house.mkdir(parents=True, exist_ok=True)
+        target = ["--only-binary=:all:", "--python-version", TARGET_PYTHON, "--implementation", "cp"]
+        for tag in platform_tags():
+            target += ["--platform", tag]
+        base = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest), *target]
+        offline = subprocess.run([*base, "--no-index", "--find-links", str(house), *requirements], capture_output=True, text=True)
+        if offline.returncode == 0:
+            return
+        self._progress(f"downloading wheels: {' '.join(requirements)}")
+        online = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(house), *target, *requirements],
+            capture_output=True,
+            text=True,
+        )
+        if online.returncode != 0:
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "pip could not download the image's wheels", online.stderr[-4000:])
+        again = subprocess.run([*base, "--no-index", "--find-links", str(house), *requirements], capture_output=True, text=True)
+        if again.returncode != 0:
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "the wheelhouse lacks a wheel after downloading", again.stderr[-4000:])
+
+    def _docker_build(self, context: Path, tag: str, base_id: str, labels: dict[str, str]) -> None:
+        log: list[str] = []
+        try:
+            for chunk in self._client.api.build(
+                path=str(context), tag=tag, buildargs={"BASE": base_id}, labels=labels, rm=True, forcerm=True, decode=True
+            ):
+                if "stream" in chunk:
+                    line = chunk["stream"].rstrip()
+                    if line:
+                        log.append(line)
+                        if line.startswith("Step "):
+                            self._progress(f"  {line[:120]}")
+                if "error" in chunk:
+                    raise BuildError(chunk["error"], log)
+        except (BuildError, APIError) as exc:
+            raise InfrastructureError(
+                InfraErrorCode.IMAGE_BUILD_FAILED, f"docker build of {tag} failed: {str(exc)[:300]}", "\n".join(log[-60:])
+            ) from exc

@@ -1,0 +1,127 @@
+"""What goes into each image: its Dockerfile, its pinned wheels and the project files it carries."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.images.catalogue import REPO_ROOT, EnvironmentPackage
+
+POLICY_RUNTIME = "policy-runtime"
+LIB = "/opt/epg/lib"
+
+# Pinned to the generated protobuf code's runtime and to the runner's needs.
+POLICY_REQUIREMENTS = ("numpy==2.4.6", "protobuf==7.36.2")
+RUNNER_REQUIREMENTS = ("grpcio==1.85.3", "numpy==2.4.6", "protobuf==7.36.2", "typing-extensions==4.16.0")
+
+POLICY_FILES = (
+    "orchestrator/__init__.py",
+    "orchestrator/protocol/__init__.py",
+    "orchestrator/protocol/framing.py",
+    "orchestrator/protocol/values.py",
+    "orchestrator/runtimes/__init__.py",
+    "orchestrator/runtimes/policy_runtime.py",
+    "epg/__init__.py",
+    "epg/v1/__init__.py",
+    "epg/v1/values_pb2.py",
+    "epg/v1/policy_pb2.py",
+)
+RUNNER_FILES = POLICY_FILES + (
+    "orchestrator/runtimes/episode_loop.py",
+    "orchestrator/runtimes/runner.py",
+    "orchestrator/sdk/__init__.py",
+    "orchestrator/sdk/benchmark.py",
+    "orchestrator/sdk/planning.py",
+    "orchestrator/sdk/gym_adapter.py",
+    "epg/v1/runner_pb2.py",
+    "epg/v1/runner_pb2_grpc.py",
+)
+
+_INSTALL = """\
+ARG BASE
+FROM ${{BASE}}
+COPY wheels /tmp/epg-wheels
+RUN python3 -m pip install --no-index --no-cache-dir --disable-pip-version-check --find-links /tmp/epg-wheels \\
+        -r /tmp/epg-wheels/requirements.txt \\
+    && rm -rf /tmp/epg-wheels
+COPY lib {lib}
+ENV PYTHONPATH={lib} PYTHONUNBUFFERED=1
+RUN python3 -m compileall -q {lib} && python3 -c "import {smoke}"
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageRecipe:
+    """One image: name, Dockerfile, pinned requirements and the files copied to its lib directory."""
+
+    name: str
+    dockerfile: str
+    requirements: tuple[str, ...]
+    files: dict[str, Path] = field(default_factory=dict)  # destination below lib -> source
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def inputs_hash(self, base_id: str) -> str:
+        """SHA-256 over every build input: base image id, Dockerfile, requirements, files."""
+        hasher = hashlib.sha256()
+        for part in (self.name, base_id, self.dockerfile, "\n".join(self.requirements)):
+            hasher.update(part.encode() + b"\0")
+        for destination in sorted(self.files):
+            hasher.update(destination.encode() + b"\0")
+            hasher.update(self.files[destination].read_bytes() + b"\0")
+        for key in sorted(self.labels):
+            hasher.update(f"{key}={self.labels[key]}\0".encode())
+        return hasher.hexdigest()
+
+    def tag(self, base_id: str) -> str:
+        return f"epg/{self.name}:{self.inputs_hash(base_id)[:16]}"
+
+
+def _project_files(paths: tuple[str, ...]) -> dict[str, Path]:
+    return {path: REPO_ROOT / path for path in paths}
+
+
+def policy_runtime_recipe() -> ImageRecipe:
+    """Python, NumPy, protobuf and the policy runtime: no simulator, no Benchmark."""
+    return ImageRecipe(
+        name=POLICY_RUNTIME,
+        dockerfile=_INSTALL.format(lib=LIB, smoke="numpy, orchestrator.runtimes.policy_runtime"),
+        requirements=POLICY_REQUIREMENTS,
+        files=_project_files(POLICY_FILES),
+    )
+
+
+def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:
+    lines = package.lock_file.read_text().splitlines() if package.lock_file.is_file() else []
+    return tuple(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+
+
+def _merge_requirements(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    pins: dict[str, str] = {}
+    for group in groups:
+        for requirement in group:
+            name = requirement.split("==")[0].strip().lower().replace("_", "-")
+            if name in pins and pins[name] != requirement:
+                raise ValueError(f"conflicting pins {pins[name]} and {requirement}")
+            pins[name] = requirement
+    return tuple(pins[name] for name in sorted(pins))
+
+
+def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
+    """The runner, the SDK, the Benchmark package and its simulator."""
+    files = _project_files(RUNNER_FILES)
+    module_root = package.root / package.table.module
+    for source in sorted(module_root.rglob("*")):
+        if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc":
+            files[f"{package.table.module}/{source.relative_to(module_root).as_posix()}"] = source
+    readme = package.root / "README.md"
+    if readme.is_file():
+        files[f"{package.table.module}/README.md"] = readme
+    smoke = ", ".join(sorted({entry.split(":")[0] for entry in package.table.benchmarks.values()}))
+    return ImageRecipe(
+        name=package.image,
+        dockerfile=_INSTALL.format(lib=LIB, smoke=f"orchestrator.runtimes.runner, {smoke}"),
+        requirements=_merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package)),
+        files=files,
+        labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},
+    )

@@ -1,0 +1,81 @@
+"""The narrow interface the kernel needs from a sandbox, and the values it exchanges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.kernel.jsonable import jsonable
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.program import Program
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchmarkInfo:
+    """The public spec of a Benchmark as its environment image describes it."""
+
+    id: str
+    description: str
+    observation_space: Any
+    action_space: Any
+    horizon: int
+    primary_metric: str
+    direction: str
+    parameters: Any
+    failure_return: float
+    readme: str = ""
+
+    def public_json(self) -> dict[str, Any]:
+        return jsonable(
+            {
+                "id": self.id,
+                "description": self.description,
+                "observation_space": self.observation_space,
+                "action_space": self.action_space,
+                "horizon": self.horizon,
+                "primary_metric": self.primary_metric,
+                "direction": self.direction,
+                "parameters": self.parameters,
+                "failure_return": self.failure_return,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedEpisode:
+    """A hidden EpisodeSpec: the payload never leaves the Host and the runner."""
+
+    split: str
+    index: int
+    payload: bytes = field(repr=False)
+    policy_seed: int = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluationFeedback:
+    """The Benchmark's score, values and artifacts, plus what the runtime saw per Episode."""
+
+    score: float
+    values: dict[str, Any]
+    artifacts: dict[str, bytes]
+    episodes: tuple[EpisodeOutcome, ...]
+
+
+class EpisodeSandbox(Protocol):
+    """Runs Episodes of one Benchmark, each in a fresh policy runtime.
+
+    Implementations raise InfrastructureError for faults of the trusted side
+    and never for anything the policy does.
+    """
+
+    def describe(self) -> BenchmarkInfo:
+        """The Benchmark's public spec."""
+
+    def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
+        """Plan count Episodes of split under seed."""
+
+    def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
+        """Run one Episode of program in a fresh runtime."""
+
+    def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
+        """Build the Feedback of finished Episodes, in the given order."""

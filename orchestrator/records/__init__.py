@@ -1,0 +1,1 @@
+"""Records on disk: atomic writes, Feedback publication, run directories."""

@@ -1,0 +1,50 @@
+"""The published form of Feedback: what an agent or a user reads. Never a seed, a scenario or a private path."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from orchestrator.kernel.evaluation import Evaluation
+from orchestrator.kernel.jsonable import jsonable
+from orchestrator.kernel.ports import EvaluationFeedback
+from orchestrator.records.atomic import write_bytes, write_json
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def feedback_json(feedback: EvaluationFeedback, program_digest: str) -> dict[str, Any]:
+    """The Feedback document: score, Benchmark values, and per-Episode runtime observations."""
+    return {
+        "score": feedback.score,
+        "program_digest": program_digest,
+        "values": jsonable(feedback.values),
+        "episodes": [outcome.to_json() for outcome in feedback.episodes],
+        "artifacts": sorted(name for name in feedback.artifacts if _SAFE_NAME.match(name)),
+    }
+
+
+def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
+    """The result of a direct evaluation (the user chose split and seed, so they are shown)."""
+    document = feedback_json(evaluation.feedback, evaluation.program.digest)
+    document.update(
+        benchmark=evaluation.benchmark.id,
+        primary_metric=evaluation.benchmark.primary_metric,
+        split=evaluation.split,
+        seed=evaluation.seed,
+    )
+    return document
+
+
+def publish_feedback(directory: Path, feedback: EvaluationFeedback, program_digest: str) -> Path:
+    """Write feedback.json and artifacts/ below directory; return the feedback.json path.
+
+    Artifact names that are not plain file names are skipped.
+    """
+    for name, data in feedback.artifacts.items():
+        if _SAFE_NAME.match(name):
+            write_bytes(directory / "artifacts" / name, data)
+    target = directory / "feedback.json"
+    write_json(target, feedback_json(feedback, program_digest))
+    return target

@@ -1,0 +1,1 @@
+"""Programs that run inside containers; each imports only what its image has."""

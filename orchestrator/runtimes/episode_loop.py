@@ -1,0 +1,250 @@
+"""The runner's side of one Episode: drive a policy over a framed socket against a fresh Environment.
+
+Only the time spent waiting for the policy is charged to it: the clock stops
+while the Environment steps. Every way the policy can misbehave ends in a
+RunnerOutcome value; a fault of the Benchmark ends in ENVIRONMENT_ERROR.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from epg.v1 import policy_pb2, runner_pb2
+from orchestrator.protocol import values
+from orchestrator.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
+from orchestrator.sdk.benchmark import Benchmark, InvalidAction
+
+SUMMARY_LIMIT_BYTES = 64 * 1024
+GOODBYE_WAIT_S = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeLimits:
+    startup_deadline_s: float = 30.0
+    step_deadline_s: float = 1.0
+    episode_deadline_s: float = 300.0
+    output_tail_bytes: int = 8192
+    max_frame_bytes: int = 4 * 1024 * 1024
+
+    @classmethod
+    def from_proto(cls, message: runner_pb2.EpisodeLimits) -> EpisodeLimits:
+        defaults = cls()
+        return cls(
+            startup_deadline_s=message.startup_deadline_s or defaults.startup_deadline_s,
+            step_deadline_s=message.step_deadline_s or defaults.step_deadline_s,
+            episode_deadline_s=message.episode_deadline_s or defaults.episode_deadline_s,
+            output_tail_bytes=message.output_tail_bytes or defaults.output_tail_bytes,
+            max_frame_bytes=message.max_frame_bytes or defaults.max_frame_bytes,
+        )
+
+    def to_proto(self) -> runner_pb2.EpisodeLimits:
+        return runner_pb2.EpisodeLimits(
+            startup_deadline_s=self.startup_deadline_s,
+            step_deadline_s=self.step_deadline_s,
+            episode_deadline_s=self.episode_deadline_s,
+            output_tail_bytes=self.output_tail_bytes,
+            max_frame_bytes=self.max_frame_bytes,
+        )
+
+
+class _PolicyFault(Exception):
+    def __init__(self, outcome: int, message: str, traceback_text: str = "", tail: bytes = b"") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+        self.traceback_text = traceback_text
+        self.tail = tail
+
+
+class _EnvironmentFault(Exception):
+    pass
+
+
+def start_frame(benchmark: Benchmark, policy_seed: int, program_dir: str, tail_bytes: int) -> policy_pb2.PolicyFrame:
+    spec = benchmark.spec
+    frame = policy_pb2.PolicyFrame()
+    start = frame.start
+    start.abi_version = 1
+    start.benchmark_id = spec.id
+    start.observation_space.CopyFrom(values.encode(spec.observation_space))
+    start.action_space.CopyFrom(values.encode(spec.action_space))
+    start.parameters.CopyFrom(values.encode(spec.parameters))
+    start.policy_seed = policy_seed
+    start.program_dir = program_dir
+    start.output_tail_bytes = tail_bytes
+    return frame
+
+
+class _Driver:
+    """State of one Episode in progress."""
+
+    def __init__(self, channel: FramedSocket, limits: EpisodeLimits, clock: Callable[[], float]) -> None:
+        self.channel = channel
+        self.limits = limits
+        self.clock = clock
+        self.policy_seconds = 0.0
+        self.environment_seconds = 0.0
+        self.answer = policy_pb2.RuntimeFrame()
+
+    def ask(self, frame: policy_pb2.PolicyFrame, budget_s: float, what: str) -> policy_pb2.RuntimeFrame:
+        """Send frame, wait at most budget_s for the answer, charge the wait to the policy."""
+        began = self.clock()
+        try:
+            self.channel.send(frame)
+            answer = self.channel.receive(self.answer, deadline=began + budget_s)
+        except FrameTimeout:
+            self.policy_seconds += self.clock() - began
+            raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_POLICY_TIMEOUT, f"{what} took longer than {budget_s:.3g} s") from None
+        except PeerClosed as exc:
+            raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_POLICY_DISCONNECTED, f"connection closed during {what}: {exc}") from None
+        except FramingError as exc:
+            raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, str(exc)) from None
+        self.policy_seconds += self.clock() - began
+        if answer.WhichOneof("kind") == "failure":
+            failure = answer.failure
+            outcome = (
+                runner_pb2.RUNNER_OUTCOME_INVALID_ACTION
+                if failure.fault == policy_pb2.POLICY_FAULT_ENCODE
+                else runner_pb2.RUNNER_OUTCOME_POLICY_EXCEPTION
+            )
+            raise _PolicyFault(outcome, failure.message, failure.traceback, failure.output_tail)
+        return answer
+
+    def timed_step(self, environment: Any, action: Any) -> Any:
+        began = self.clock()
+        try:
+            return environment.step(action)
+        except Exception as exc:
+            raise _EnvironmentFault("".join(traceback.format_exception(exc))) from exc
+        finally:
+            self.environment_seconds += self.clock() - began
+
+    def timed_environment(self, call: Callable[[], Any]) -> Any:
+        began = self.clock()
+        try:
+            return call()
+        except Exception as exc:
+            raise _EnvironmentFault("".join(traceback.format_exception(exc))) from exc
+        finally:
+            self.environment_seconds += self.clock() - began
+
+
+def drive_episode(
+    benchmark: Benchmark,
+    episode: runner_pb2.EpisodeSpec,
+    channel: FramedSocket,
+    limits: EpisodeLimits,
+    policy_seed: int,
+    program_dir: str,
+    clock: Callable[[], float] = time.monotonic,
+) -> runner_pb2.EpisodeRecord:
+    """Run one Episode of benchmark against the policy on channel; return its record.
+
+    Never raises for anything the policy does; a Benchmark exception becomes
+    RUNNER_OUTCOME_ENVIRONMENT_ERROR with its traceback.
+    """
+    record = runner_pb2.EpisodeRecord(episode=episode, outcome=runner_pb2.RUNNER_OUTCOME_COMPLETED)
+    driver = _Driver(channel, limits, clock)
+    environment = None
+    try:
+        environment = driver.timed_environment(lambda: benchmark.make_environment(episode.payload))
+        observation = driver.timed_environment(environment.reset)
+        start = start_frame(benchmark, policy_seed, program_dir, limits.output_tail_bytes)
+        ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)")
+        if ready.WhichOneof("kind") != "ready":
+            raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, "expected Ready after Start")
+        driver.policy_seconds = 0.0  # start-up has its own deadline
+        _step_loop(benchmark, environment, observation, driver, record)
+        _say_goodbye(driver, record)
+    except _PolicyFault as fault:
+        record.outcome = fault.outcome
+        record.message = fault.message
+        record.traceback = fault.traceback_text
+        record.output_tail = fault.tail
+    except _EnvironmentFault as fault:
+        record.outcome = runner_pb2.RUNNER_OUTCOME_ENVIRONMENT_ERROR
+        record.message = "the environment raised an exception"
+        record.traceback = str(fault)
+    record.policy_seconds = driver.policy_seconds
+    record.environment_seconds = driver.environment_seconds
+    if environment is not None and record.outcome != runner_pb2.RUNNER_OUTCOME_ENVIRONMENT_ERROR:
+        _attach_summary(environment, record)
+    if environment is not None:
+        try:
+            environment.close()
+        except Exception:  # a failing close must not hide the Episode's result
+            record.traceback = record.traceback or traceback.format_exc()
+    return record
+
+
+def _step_loop(benchmark: Benchmark, environment: Any, observation: Any, driver: _Driver, record: runner_pb2.EpisodeRecord) -> None:
+    limits = driver.limits
+    horizon = benchmark.spec.horizon
+    frame = policy_pb2.PolicyFrame()
+    encode_into, decode, validate = values.encode_into, values.decode, benchmark.validate_action
+    observation_value = frame.observation.value
+    total = 0.0
+    steps = 0
+    try:
+        while steps < horizon:
+            remaining = limits.episode_deadline_s - driver.policy_seconds
+            if remaining <= 0:
+                raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_POLICY_TIMEOUT, f"the policy used its {limits.episode_deadline_s:.3g} s Episode deadline")
+            try:
+                encode_into(observation_value, observation)
+            except values.ValueCodecError as exc:
+                raise _EnvironmentFault(f"observation cannot be encoded: {exc}") from exc
+            frame.observation.step = steps
+            budget = min(limits.step_deadline_s, remaining)
+            what = "act()" if budget == limits.step_deadline_s else "act() (Episode deadline)"
+            answer = driver.ask(frame, budget, what)
+            if answer.WhichOneof("kind") != "action":
+                raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, f"expected Action, got {answer.WhichOneof('kind')}")
+            try:
+                action = validate(decode(answer.action.value))
+            except values.ValueCodecError as exc:
+                raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, f"malformed action value: {exc}") from None
+            except InvalidAction as exc:
+                raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_INVALID_ACTION, f"invalid action at step {steps}: {exc}") from None
+            result = driver.timed_step(environment, action)
+            steps += 1
+            total += result.reward
+            observation = result.observation
+            if result.terminated or result.truncated:
+                record.terminated = result.terminated
+                record.truncated = result.truncated
+                break
+        else:
+            record.truncated = True
+    finally:
+        record.steps = steps
+        record.total_reward = total
+
+
+def _say_goodbye(driver: _Driver, record: runner_pb2.EpisodeRecord) -> None:
+    """Ask the policy for its output tail; a policy that does not answer loses only its tail."""
+    frame = policy_pb2.PolicyFrame()
+    frame.stop.reason = "episode over"
+    try:
+        driver.channel.send(frame)
+        answer = driver.channel.receive(policy_pb2.RuntimeFrame(), deadline=driver.clock() + GOODBYE_WAIT_S)
+    except (FrameTimeout, PeerClosed, FramingError):
+        return
+    if answer.WhichOneof("kind") == "goodbye":
+        record.output_tail = answer.goodbye.output_tail[-driver.limits.output_tail_bytes:]
+
+
+def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord) -> None:
+    summary = getattr(environment, "summary", None)
+    if summary is None:
+        return
+    try:
+        encoded = values.encode(summary())
+    except Exception as exc:
+        encoded = values.encode({"summary_error": f"{type(exc).__name__}: {exc}"})
+    if encoded.ByteSize() > SUMMARY_LIMIT_BYTES:
+        encoded = values.encode({"summary_error": f"summary larger than {SUMMARY_LIMIT_BYTES} bytes was dropped"})
+    record.summary.CopyFrom(encoded)

@@ -1,0 +1,192 @@
+"""The policy runtime: runs inside the policy container and serves one Episode.
+
+It connects to the runner's socket, waits for Start, imports the Program's
+`policy.py`, calls `make_policy(context)` once and then `act(observation)` per
+step. Frames travel over the socket, never over stdout: the policy's own
+stdout and stderr go to a bounded in-memory tail reported to the runner.
+
+Imports: the standard library, NumPy, protobuf, orchestrator.protocol only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epg.v1 import policy_pb2 as pb
+from orchestrator.protocol import values
+from orchestrator.protocol.framing import FramedSocket, PeerClosed
+
+CONNECT_TIMEOUT_S = 120.0
+DEFAULT_TAIL_BYTES = 8192
+
+
+class OutputTail(io.TextIOBase):
+    """A text stream that keeps only the last `limit` characters written to it."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chunks: list[str] = []
+        self._size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._chunks.append(text)
+        self._size += len(text)
+        if self._size > 2 * self._limit + 4096:
+            self._compact()
+        return len(text)
+
+    def _compact(self) -> None:
+        joined = "".join(self._chunks)[-self._limit:]
+        self._chunks = [joined]
+        self._size = len(joined)
+
+    def set_limit(self, limit: int) -> None:
+        self._limit = limit
+        self._compact()
+
+    def tail(self) -> bytes:
+        self._compact()
+        return self._chunks[0].encode("utf-8", "replace")[-self._limit:] if self._chunks else b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyContext:
+    """What make_policy(context) receives."""
+
+    benchmark_id: str
+    observation_space: dict[str, Any]
+    action_space: dict[str, Any]
+    parameters: dict[str, Any]
+    seed: int
+    program_dir: Path
+    rng: np.random.Generator = field(repr=False)
+
+
+def _connect(path: str) -> socket.socket:
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _load_policy(start: pb.Start) -> Any:
+    program_dir = Path(start.program_dir)
+    os.chdir(program_dir)
+    sys.path.insert(0, str(program_dir))
+    spec = importlib.util.spec_from_file_location("policy", program_dir / "policy.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {program_dir / 'policy.py'}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["policy"] = module
+    spec.loader.exec_module(module)
+    make_policy = getattr(module, "make_policy", None)
+    if not callable(make_policy):
+        raise AttributeError("policy.py does not define a callable make_policy(context)")
+    context = PolicyContext(
+        benchmark_id=start.benchmark_id,
+        observation_space=values.decode(start.observation_space),
+        action_space=values.decode(start.action_space),
+        parameters=values.decode(start.parameters) or {},
+        seed=start.policy_seed,
+        program_dir=program_dir,
+        rng=np.random.default_rng(start.policy_seed),
+    )
+    policy = make_policy(context)
+    if not callable(getattr(policy, "act", None)):
+        raise AttributeError("make_policy(context) returned an object without an act(observation) method")
+    return policy
+
+
+def _failure(fault: int, exc: BaseException, tail: OutputTail) -> pb.RuntimeFrame:
+    frame = pb.RuntimeFrame()
+    frame.failure.fault = fault
+    frame.failure.message = f"{type(exc).__name__}: {exc}"
+    frame.failure.traceback = "".join(traceback.format_exception(exc))
+    frame.failure.output_tail = tail.tail()
+    return frame
+
+
+def serve(channel: FramedSocket, tail: OutputTail) -> int:
+    """Serve one Episode on channel. Returns the process exit status."""
+    start = channel.receive(pb.PolicyFrame())
+    if start.WhichOneof("kind") != "start":
+        return 3
+    tail.set_limit(start.start.output_tail_bytes or DEFAULT_TAIL_BYTES)
+    try:
+        policy = _load_policy(start.start)
+    except BaseException as exc:  # the Program's fault, reported as a value
+        channel.send(_failure(pb.POLICY_FAULT_LOAD, exc, tail))
+        return 0
+    ready = pb.RuntimeFrame()
+    ready.ready.SetInParent()
+    channel.send(ready)
+
+    act = policy.act
+    decode, encode_into = values.decode, values.encode_into
+    incoming = pb.PolicyFrame()
+    answer = pb.RuntimeFrame()
+    action_value = answer.action.value
+    while True:
+        channel.receive(incoming)
+        kind = incoming.WhichOneof("kind")
+        if kind != "observation":
+            goodbye = pb.RuntimeFrame()
+            goodbye.goodbye.output_tail = tail.tail()
+            channel.send(goodbye)
+            return 0
+        observation = decode(incoming.observation.value)
+        try:
+            action = act(observation)
+        except BaseException as exc:
+            channel.send(_failure(pb.POLICY_FAULT_ACT, exc, tail))
+            return 0
+        try:
+            encode_into(action_value, action)
+        except Exception as exc:
+            channel.send(_failure(pb.POLICY_FAULT_ENCODE, exc, tail))
+            return 0
+        channel.send(answer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m orchestrator.runtimes.policy_runtime SOCKET_PATH", file=sys.__stderr__)
+        return 2
+    channel = FramedSocket(_connect(args[0]))
+    tail = OutputTail(DEFAULT_TAIL_BYTES)
+    # The protocol never uses stdout: the policy may print freely.
+    sys.stdout = sys.stderr = tail
+    try:
+        return serve(channel, tail)
+    except PeerClosed:
+        return 0
+    finally:
+        channel.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

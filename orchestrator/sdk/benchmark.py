@@ -1,0 +1,160 @@
+"""The Benchmark contract and its values."""
+
+from __future__ import annotations
+
+import abc
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from orchestrator.sdk.planning import plan_seeds
+
+Direction = Literal["maximize", "minimize"]
+
+
+class InvalidAction(Exception):
+    """Raised by Benchmark.validate_action for an action outside the action space."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchmarkSpec:
+    """The public description of a Benchmark, shown to agents and policies.
+
+    Spaces are plain descriptions (dicts of str, numbers and NumPy arrays),
+    for example ``{"type": "discrete", "n": 2, "start": 0}``.
+    """
+
+    id: str
+    description: str
+    observation_space: dict[str, Any]
+    action_space: dict[str, Any]
+    horizon: int
+    failure_return: float
+    primary_metric: str = "mean_return"
+    direction: Direction = "maximize"
+    parameters: dict[str, Any] = field(default_factory=dict)
+    readme: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepResult:
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool = False
+
+
+class Environment(Protocol):
+    """One fresh Environment per Episode, built by Benchmark.make_environment."""
+
+    def reset(self) -> Any:
+        """Return the first observation."""
+
+    def step(self, action: Any) -> StepResult:
+        """Apply a validated action."""
+
+    def summary(self) -> dict[str, Any]:
+        """Return bounded public values about the finished Episode (may be empty)."""
+
+    def close(self) -> None:
+        """Release the simulator."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeRecord:
+    """What Benchmark.feedback receives for each Episode, in plan order.
+
+    status is "completed" or "policy_failure"; failure names the failure code
+    (for example "timeout") or is None.
+    """
+
+    index: int
+    status: str
+    failure: str | None
+    steps: int
+    total_reward: float
+    terminated: bool
+    truncated: bool
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Feedback:
+    """A score, bounded public values and small named artifacts."""
+
+    score: float
+    values: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+class Benchmark(abc.ABC):
+    """Domain semantics of one benchmark. Subclass and implement the abstract methods."""
+
+    @property
+    @abc.abstractmethod
+    def spec(self) -> BenchmarkSpec:
+        """The public spec."""
+
+    @abc.abstractmethod
+    def make_environment(self, payload: bytes) -> Environment:
+        """Return a fresh Environment for the Episode planned as payload."""
+
+    @abc.abstractmethod
+    def validate_action(self, action: Any) -> Any:
+        """Return the action in the form the Environment takes. Raises InvalidAction."""
+
+    def plan(self, split: str, seed: int, count: int) -> list[bytes]:
+        """Return count hidden Episode payloads of split; disjoint across splits.
+
+        The default plans environment seeds with plan_seeds and encodes each as
+        JSON ``{"seed": N}``.
+        """
+        return [json.dumps({"seed": s}).encode() for s in plan_seeds(split, seed, count)]
+
+    def episode_return(self, record: EpisodeRecord) -> float:
+        """The return an Episode counts for in the score (failure_return on failure)."""
+        if record.status != "completed":
+            return self.spec.failure_return
+        return record.total_reward
+
+    def feedback(self, records: list[EpisodeRecord]) -> Feedback:
+        """Return the Feedback of an evaluation: by default the mean return, a
+        per-Episode table and an episodes.csv artifact."""
+        returns = [self.episode_return(r) for r in records]
+        score = sum(returns) / len(returns) if returns else self.spec.failure_return
+        spread = math.sqrt(sum((x - score) ** 2 for x in returns) / len(returns)) if returns else 0.0
+        episodes = [
+            {
+                "index": r.index,
+                "status": r.status,
+                "failure": r.failure,
+                "steps": r.steps,
+                "return": r.total_reward,
+                "scored_return": ret,
+                "terminated": r.terminated,
+                "truncated": r.truncated,
+                "summary": r.summary,
+            }
+            for r, ret in zip(records, returns)
+        ]
+        values = {
+            self.spec.primary_metric: score,
+            "std_return": spread,
+            "min_return": min(returns, default=0.0),
+            "max_return": max(returns, default=0.0),
+            "policy_failures": sum(1 for r in records if r.status != "completed"),
+            "episodes": episodes,
+        }
+        return Feedback(score=score, values=values, artifacts={"episodes.csv": _episodes_csv(episodes)})
+
+
+def _episodes_csv(episodes: list[dict[str, Any]]) -> bytes:
+    out = io.StringIO()
+    columns = ["index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated"]
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(episodes)
+    return out.getvalue().encode()

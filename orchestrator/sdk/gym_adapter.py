@@ -1,0 +1,164 @@
+"""Wrap a gymnasium environment as a Benchmark in a few lines.
+
+Only environment images import this module: it needs gymnasium.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from orchestrator.sdk.benchmark import Benchmark, BenchmarkSpec, Direction, Environment, InvalidAction, StepResult
+
+
+def describe_space(space: spaces.Space) -> dict[str, Any]:
+    """Return the public description of a gymnasium space. Raises TypeError for an unsupported space."""
+    if isinstance(space, spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "box",
+            "shape": list(space.shape),
+            "dtype": space.dtype.name,
+            "low": np.asarray(space.low),
+            "high": np.asarray(space.high),
+        }
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "multi_discrete", "nvec": np.asarray(space.nvec)}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "multi_binary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, spaces.Dict):
+        return {"type": "dict", "spaces": {k: describe_space(s) for k, s in space.spaces.items()}}
+    if isinstance(space, spaces.Tuple):
+        return {"type": "tuple", "spaces": [describe_space(s) for s in space.spaces]}
+    raise TypeError(f"unsupported gymnasium space {space!r}")
+
+
+def coerce_action(space: spaces.Space, action: Any) -> Any:
+    """Return action converted to what space holds. Raises InvalidAction when it does not fit."""
+    if type(action) is int and type(space) is spaces.Discrete:
+        if space.start <= action < space.start + space.n:
+            return action  # the common case, checked without NumPy
+        raise InvalidAction(f"action {action} is outside [{space.start}, {space.start + space.n})")
+    try:
+        if isinstance(space, spaces.Discrete):
+            array = np.asarray(action)
+            if array.size != 1 or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_)):
+                if array.size == 1 and np.issubdtype(array.dtype, np.floating) and float(array) == int(array):
+                    array = array.astype(np.int64)
+                else:
+                    raise InvalidAction(f"expected one integer in [{space.start}, {space.start + space.n}), got {action!r}")
+            value = np.int64(array.reshape(()))
+        elif isinstance(space, spaces.Box):
+            value = np.asarray(action, dtype=space.dtype)
+            if value.shape != space.shape:
+                value = value.reshape(space.shape) if value.size == int(np.prod(space.shape)) else value
+            if value.shape != space.shape:
+                raise InvalidAction(f"expected an array of shape {space.shape}, got shape {np.shape(action)}")
+            if not np.all(np.isfinite(value)):
+                raise InvalidAction("action contains NaN or infinity")
+        elif isinstance(space, spaces.Dict):
+            if not isinstance(action, dict) or set(action) != set(space.spaces):
+                raise InvalidAction(f"expected a dict with keys {sorted(space.spaces)}")
+            return {k: coerce_action(s, action[k]) for k, s in space.spaces.items()}
+        elif isinstance(space, spaces.Tuple):
+            if not isinstance(action, (list, tuple)) or len(action) != len(space.spaces):
+                raise InvalidAction(f"expected a sequence of {len(space.spaces)} actions")
+            return tuple(coerce_action(s, a) for s, a in zip(space.spaces, action))
+        else:
+            value = np.asarray(action, dtype=space.dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidAction(f"action {action!r} cannot be read: {exc}") from exc
+    if not space.contains(value):
+        raise InvalidAction(f"action {_short(action)} is outside the action space {space}")
+    return value
+
+
+def _short(action: Any, limit: int = 120) -> str:
+    text = repr(action)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class GymnasiumEnvironment:
+    """One gymnasium environment instance seeded for one Episode."""
+
+    def __init__(self, env: gym.Env, seed: int) -> None:
+        self._env = env
+        self._seed = seed
+
+    def reset(self) -> Any:
+        observation, _info = self._env.reset(seed=self._seed)
+        return observation
+
+    def step(self, action: Any) -> StepResult:
+        observation, reward, terminated, truncated, _info = self._env.step(action)
+        return StepResult(
+            observation=observation,
+            reward=float(reward),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class GymnasiumBenchmark(Benchmark):
+    """A Benchmark over a registered gymnasium environment id.
+
+    The environment is built unwrapped (no time limit, no checker wrappers):
+    the runner enforces the horizon itself, which keeps a step cheap.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_id: str,
+        description: str,
+        horizon: int,
+        failure_return: float,
+        benchmark_id: str | None = None,
+        parameters: dict[str, Any] | None = None,
+        make_kwargs: dict[str, Any] | None = None,
+        direction: Direction = "maximize",
+        readme: str = "",
+        environment_factory: Callable[[gym.Env, int], Environment] = GymnasiumEnvironment,
+    ) -> None:
+        self._env_id = env_id
+        self._make_kwargs = dict(make_kwargs or {})
+        self._factory = environment_factory
+        probe = self._make()
+        self._action_space = probe.action_space
+        self._spec = BenchmarkSpec(
+            id=benchmark_id or env_id,
+            description=description,
+            observation_space=describe_space(probe.observation_space),
+            action_space=describe_space(probe.action_space),
+            horizon=horizon,
+            failure_return=failure_return,
+            direction=direction,
+            parameters=dict(parameters or {}),
+            readme=readme,
+        )
+        probe.close()
+
+    def _make(self) -> gym.Env:
+        return gym.make(self._env_id, disable_env_checker=True, **self._make_kwargs).unwrapped
+
+    @property
+    def spec(self) -> BenchmarkSpec:
+        return self._spec
+
+    def make_environment(self, payload: bytes) -> Environment:
+        seed = int(json.loads(payload)["seed"])
+        return self._factory(self._make(), seed)
+
+    def validate_action(self, action: Any) -> Any:
+        return coerce_action(self._action_space, action)

@@ -1,0 +1,93 @@
+"""Evaluate a Program against a Benchmark in local processes, without containers.
+
+For Benchmark authors' tests and for measuring the cost of isolation: the same
+runner loop and policy runtime as in the sandbox, but the policy is a plain
+subprocess with no isolation at all. Never use it for untrusted code.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from epg.v1 import runner_pb2
+from orchestrator.kernel.codes import RunnerOutcome
+from orchestrator.kernel.outcomes import ContainerExit, classify_episode
+from orchestrator.kernel.seeds import policy_seed
+from orchestrator.protocol.framing import FramedSocket
+from orchestrator.protocol.records import OUTCOMES, failure_to_proto
+from orchestrator.runtimes.episode_loop import EpisodeLimits, drive_episode
+from orchestrator.runtimes.runner import feedback_records
+from orchestrator.sdk.benchmark import Benchmark, Feedback
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+def run_local_episode(
+    benchmark: Benchmark,
+    episode: runner_pb2.EpisodeSpec,
+    program_dir: Path,
+    seed: int,
+    limits: EpisodeLimits,
+) -> runner_pb2.EpisodeRecord:
+    """Run one Episode with the policy runtime in a local subprocess; return the classified record.
+
+    Raises RuntimeError when the Benchmark itself fails (an environment error).
+    """
+    with tempfile.TemporaryDirectory(prefix="epg-local-") as tmp:
+        path = os.path.join(tmp, "policy.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(_REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.runtimes.policy_runtime", path],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            listener.settimeout(limits.startup_deadline_s)
+            connection, _ = listener.accept()
+            listener.close()
+            channel = FramedSocket(connection, limits.max_frame_bytes)
+            try:
+                record = drive_episode(benchmark, episode, channel, limits, policy_seed(seed, episode.split, episode.index), str(program_dir.resolve()))
+            finally:
+                channel.close()
+        finally:
+            if process.poll() is None:
+                try:
+                    process.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    outcome = OUTCOMES[record.outcome]
+    if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
+        raise RuntimeError(f"environment error in Episode {episode.index}:\n{record.traceback}")
+    verdict = classify_episode(outcome, record.message, ContainerExit(exit_code=process.returncode))
+    record.failure = failure_to_proto(verdict.failure)
+    return record
+
+
+def evaluate_locally(
+    benchmark: Benchmark,
+    program_dir: Path | str,
+    *,
+    episodes: int = 3,
+    split: str = "train",
+    seed: int = 0,
+    limits: EpisodeLimits | None = None,
+) -> Feedback:
+    """Evaluate the Program in program_dir on `episodes` planned Episodes; return the Benchmark's Feedback."""
+    limits = limits or EpisodeLimits()
+    payloads = benchmark.plan(split, seed, episodes)
+    records = [
+        run_local_episode(benchmark, runner_pb2.EpisodeSpec(split=split, index=i, payload=p), Path(program_dir), seed, limits)
+        for i, p in enumerate(payloads)
+    ]
+    return benchmark.feedback(feedback_records(records))
