@@ -1,0 +1,155 @@
+"""Tests of the Acrobot-v1 Benchmark package: spec, planning, determinism, action validation and baseline."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from epg_env_acrobot import make_benchmark
+from orchestrator.sdk.benchmark import Benchmark, InvalidAction
+from orchestrator.sdk.planning import SPLITS
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+BASELINE = PACKAGE_ROOT / "baseline"
+
+
+@pytest.fixture(scope="module")
+def benchmark() -> Benchmark:
+    return make_benchmark()
+
+
+def rollout(benchmark: Benchmark, payload: bytes, actions: list[Any]) -> list[tuple[np.ndarray, float, bool]]:
+    """Drive a fresh Environment with actions (stopping at termination); return (observation, reward, terminated) per step."""
+    environment = benchmark.make_environment(payload)
+    try:
+        trajectory = [(np.asarray(environment.reset()), 0.0, False)]
+        for action in actions:
+            result = environment.step(benchmark.validate_action(action))
+            trajectory.append((np.asarray(result.observation), result.reward, result.terminated))
+            if result.terminated:
+                break
+        return trajectory
+    finally:
+        environment.close()
+
+
+def load_baseline() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("acrobot_baseline_policy", BASELINE / "policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spec(benchmark: Benchmark) -> None:
+    spec = benchmark.spec
+    assert spec.id == "Acrobot-v1"
+    assert spec.horizon == 500
+    assert spec.failure_return == -500.0
+    assert (spec.primary_metric, spec.direction) == ("mean_return", "maximize")
+    observation = spec.observation_space
+    assert (observation["type"], observation["shape"], observation["dtype"]) == ("box", [6], "float32")
+    np.testing.assert_allclose(observation["high"], [1, 1, 1, 1, 4 * np.pi, 9 * np.pi], rtol=1e-6)
+    np.testing.assert_array_equal(observation["low"], -observation["high"])
+    assert spec.action_space == {"type": "discrete", "n": 3, "start": 0}
+    assert spec.parameters["torques"] == [-1.0, 0.0, 1.0]
+    assert spec.parameters["dt"] == 0.2
+    assert spec.readme.startswith("# Acrobot-v1")
+
+
+def test_plan_is_deterministic_and_splits_are_disjoint(benchmark: Benchmark) -> None:
+    train = benchmark.plan("train", 7, 20)
+    assert train == benchmark.plan("train", 7, 20)
+    assert len(set(train)) == 20
+    assert benchmark.plan("train", 8, 20) != train
+    # Disjoint across splits whatever the run seeds of each.
+    planned = {(split, seed): set(benchmark.plan(split, seed, 50)) for split in SPLITS for seed in (0, 1)}
+    for (split_a, seed_a), (split_b, seed_b) in itertools.combinations(planned, 2):
+        if split_a != split_b:
+            assert not planned[split_a, seed_a] & planned[split_b, seed_b]
+
+
+def test_same_payload_gives_the_same_trajectory(benchmark: Benchmark) -> None:
+    payload, other = benchmark.plan("validation", 3, 2)
+    actions = [0, 2, 2, 1, 0, 0, 2, 1, 1, 0] * 6
+    first = rollout(benchmark, payload, actions)
+    second = rollout(benchmark, payload, actions)
+    assert len(first) == len(second) == len(actions) + 1
+    for (obs_a, reward_a, done_a), (obs_b, reward_b, done_b) in zip(first, second):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert (reward_a, done_a) == (reward_b, done_b)
+    assert not np.array_equal(first[0][0], rollout(benchmark, other, [])[0][0])
+
+
+def test_observations_rewards_and_termination(benchmark: Benchmark) -> None:
+    environment = benchmark.make_environment(benchmark.plan("train", 0, 1)[0])
+    observation = environment.reset()
+    assert observation.shape == (6,) and observation.dtype == np.float32
+    # Hanging down at rest: cos(theta1) and cos(theta2) near 1, small velocities.
+    assert observation[0] > 0.99 and observation[2] > 0.99
+    rewards: list[float] = []
+    terminated = False
+    # Strong torque against the first link's velocity swings the tip up well within the horizon.
+    while not terminated and len(rewards) < benchmark.spec.horizon:
+        action = 0 if observation[4] > 0.05 else 2 if observation[4] < -0.05 else 1
+        result = environment.step(benchmark.validate_action(action))
+        observation, terminated = result.observation, result.terminated
+        rewards.append(result.reward)
+    environment.close()
+    assert terminated
+    assert rewards == [-1.0] * (len(rewards) - 1) + [0.0]
+
+
+@pytest.mark.parametrize(
+    "action",
+    [0, 1, 2, np.int64(2), np.int32(0), np.uint8(1), 2.0, [1], np.array([2]), np.array(0)],
+    ids=repr,
+)
+def test_validate_action_accepts_the_forms_a_policy_may_send(benchmark: Benchmark, action: Any) -> None:
+    assert int(benchmark.validate_action(action)) == int(np.asarray(action).reshape(()))
+
+
+@pytest.mark.parametrize(
+    "action",
+    [3, -1, np.int64(9), 1.5, float("nan"), float("inf"), [0, 1], np.zeros(3, dtype=np.int64), [], "1", None],
+    ids=repr,
+)
+def test_validate_action_rejects_invalid_actions(benchmark: Benchmark, action: Any) -> None:
+    with pytest.raises(InvalidAction):
+        benchmark.validate_action(action)
+
+
+def test_baseline_acts_validly_in_process(benchmark: Benchmark) -> None:
+    spec = benchmark.spec
+    context = SimpleNamespace(
+        observation_space=spec.observation_space,
+        action_space=spec.action_space,
+        parameters=spec.parameters,
+        seed=0,
+        rng=np.random.default_rng(0),
+        benchmark_id=spec.id,
+        program_dir=BASELINE,
+    )
+    policy = load_baseline().make_policy(context)
+    environment = benchmark.make_environment(benchmark.plan("train", 0, 1)[0])
+    observation = environment.reset()
+    for _ in range(5):
+        observation = environment.step(benchmark.validate_action(policy.act(observation))).observation
+    environment.close()
+
+
+def test_baseline_is_weak_but_working() -> None:
+    from orchestrator.sdk.testing import evaluate_locally
+
+    feedback = evaluate_locally(make_benchmark(), BASELINE, episodes=10, split="train", seed=0)
+    assert feedback.values["policy_failures"] == 0
+    # Reaches the goal in some Episodes (about -416 on these seeds), far from a good swing-up (-100).
+    assert -500.0 < feedback.score < -150.0
+    assert feedback.values["max_return"] > -500.0
+    assert feedback.values["min_return"] == -500.0

@@ -1,0 +1,148 @@
+"""Tests of the CartPole-v1 Benchmark package: spec, planning, determinism, action validation and baseline."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from epg_env_cartpole import make_benchmark
+from orchestrator.sdk.benchmark import Benchmark, InvalidAction
+from orchestrator.sdk.planning import SPLITS
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+BASELINE = PACKAGE_ROOT / "baseline"
+
+
+@pytest.fixture(scope="module")
+def benchmark() -> Benchmark:
+    return make_benchmark()
+
+
+def rollout(benchmark: Benchmark, payload: bytes, actions: list[Any]) -> list[tuple[np.ndarray, float, bool]]:
+    """Drive a fresh Environment with actions (stopping at termination); return (observation, reward, terminated) per step."""
+    environment = benchmark.make_environment(payload)
+    try:
+        trajectory = [(np.asarray(environment.reset()), 0.0, False)]
+        for action in actions:
+            result = environment.step(benchmark.validate_action(action))
+            trajectory.append((np.asarray(result.observation), result.reward, result.terminated))
+            if result.terminated:
+                break
+        return trajectory
+    finally:
+        environment.close()
+
+
+def load_baseline() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cartpole_baseline_policy", BASELINE / "policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spec(benchmark: Benchmark) -> None:
+    spec = benchmark.spec
+    assert spec.id == "CartPole-v1"
+    assert spec.horizon == 500
+    assert spec.failure_return == 0.0
+    assert (spec.primary_metric, spec.direction) == ("mean_return", "maximize")
+    observation = spec.observation_space
+    assert (observation["type"], observation["shape"], observation["dtype"]) == ("box", [4], "float32")
+    np.testing.assert_allclose(observation["high"][[0, 2]], [4.8, 0.41887903], rtol=1e-6)
+    np.testing.assert_array_equal(observation["low"], -observation["high"])
+    assert np.isinf(observation["high"][[1, 3]]).all()
+    assert spec.action_space == {"type": "discrete", "n": 2, "start": 0}
+    assert spec.parameters["x_threshold"] == 2.4
+    assert spec.parameters["theta_threshold_radians"] == pytest.approx(12 * 2 * np.pi / 360)
+    assert spec.readme.startswith("# CartPole-v1")
+
+
+def test_plan_is_deterministic_and_splits_are_disjoint(benchmark: Benchmark) -> None:
+    train = benchmark.plan("train", 7, 20)
+    assert train == benchmark.plan("train", 7, 20)
+    assert len(set(train)) == 20
+    assert benchmark.plan("train", 8, 20) != train
+    # Disjoint across splits whatever the run seeds of each.
+    planned = {(split, seed): set(benchmark.plan(split, seed, 50)) for split in SPLITS for seed in (0, 1)}
+    for (split_a, seed_a), (split_b, seed_b) in itertools.combinations(planned, 2):
+        if split_a != split_b:
+            assert not planned[split_a, seed_a] & planned[split_b, seed_b]
+
+
+def test_same_payload_gives_the_same_trajectory(benchmark: Benchmark) -> None:
+    payload, other = benchmark.plan("validation", 3, 2)
+    actions = [0, 1, 1, 0, 1, 1, 0, 0, 1, 0] * 5
+    first = rollout(benchmark, payload, actions)
+    second = rollout(benchmark, payload, actions)
+    assert len(first) == len(second) > 10
+    for (obs_a, reward_a, done_a), (obs_b, reward_b, done_b) in zip(first, second):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert (reward_a, done_a) == (reward_b, done_b)
+    assert not np.array_equal(first[0][0], rollout(benchmark, other, [])[0][0])
+
+
+def test_observations_rewards_and_termination(benchmark: Benchmark) -> None:
+    trajectory = rollout(benchmark, benchmark.plan("train", 0, 1)[0], [1] * benchmark.spec.horizon)
+    observation = trajectory[0][0]
+    assert observation.shape == (4,) and observation.dtype == np.float32
+    assert np.all(np.abs(observation) <= 0.05)
+    # Always pushing right topples the pole well before the horizon; every step pays 1.0.
+    assert trajectory[-1][2] is True
+    assert 5 < len(trajectory) - 1 < 100
+    assert [reward for _, reward, _ in trajectory[1:]] == [1.0] * (len(trajectory) - 1)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [0, 1, np.int64(1), np.int32(0), np.uint8(1), 1.0, [1], np.array([0]), np.array(1)],
+    ids=repr,
+)
+def test_validate_action_accepts_the_forms_a_policy_may_send(benchmark: Benchmark, action: Any) -> None:
+    assert int(benchmark.validate_action(action)) == int(np.asarray(action).reshape(()))
+
+
+@pytest.mark.parametrize(
+    "action",
+    [2, -1, np.int64(7), 0.5, float("nan"), float("inf"), [0, 1], np.zeros(2, dtype=np.int64), [], "1", None],
+    ids=repr,
+)
+def test_validate_action_rejects_invalid_actions(benchmark: Benchmark, action: Any) -> None:
+    with pytest.raises(InvalidAction):
+        benchmark.validate_action(action)
+
+
+def test_baseline_acts_validly_in_process(benchmark: Benchmark) -> None:
+    spec = benchmark.spec
+    context = SimpleNamespace(
+        observation_space=spec.observation_space,
+        action_space=spec.action_space,
+        parameters=spec.parameters,
+        seed=0,
+        rng=np.random.default_rng(0),
+        benchmark_id=spec.id,
+        program_dir=BASELINE,
+    )
+    policy = load_baseline().make_policy(context)
+    environment = benchmark.make_environment(benchmark.plan("train", 0, 1)[0])
+    observation = environment.reset()
+    for _ in range(5):
+        observation = environment.step(benchmark.validate_action(policy.act(observation))).observation
+    environment.close()
+
+
+def test_baseline_is_weak_but_working() -> None:
+    from orchestrator.sdk.testing import evaluate_locally
+
+    feedback = evaluate_locally(make_benchmark(), BASELINE, episodes=10, split="train", seed=0)
+    assert feedback.values["policy_failures"] == 0
+    # The angle-only rule balances a few dozen steps (about 42 on these seeds), far from 500.
+    assert 20.0 < feedback.score < 200.0
+    assert feedback.values["max_return"] < 500.0
+    assert b"scored_return" in feedback.artifacts["episodes.csv"]

@@ -1,0 +1,281 @@
+"""Hostile and broken policies end as scored policy failures; the Host and the next Episode carry on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from orchestrator.backends.sandbox import SandboxLimits
+from orchestrator.kernel.codes import EpisodeStatus, FailureCode, InfraErrorCode, InfrastructureError
+from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.program import capture_program
+from orchestrator.runtimes.episode_loop import EpisodeLimits
+
+STEADY = '''
+class Policy:
+    def act(self, observation):
+        return 1 if observation[2] + 0.5 * observation[3] > 0 else 0
+
+def make_policy(context):
+    return Policy()
+'''
+
+
+def _one(sandbox, program_dir, index=0):
+    episode = sandbox.plan("train", 0, index + 1)[index]
+    return sandbox.run_episode(episode, capture_program(program_dir))
+
+
+def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sandbox, write_program):
+    bomb = write_program('''
+        hoard = []
+        class Policy:
+            def act(self, observation):
+                while True:
+                    hoard.append(bytearray(16 * 1024 * 1024))
+        def make_policy(context):
+            return Policy()
+    ''')
+    limits = SandboxLimits(memory_bytes=128 * 1024 * 1024)
+    with open_sandbox(limits=limits) as sandbox:
+        outcome = _one(sandbox, bomb)
+        after = _one(sandbox, write_program(STEADY))
+    assert outcome.status is EpisodeStatus.POLICY_FAILURE
+    assert outcome.failure is FailureCode.OUT_OF_MEMORY, outcome
+    assert "memory" in outcome.reason
+    assert after.status is EpisodeStatus.COMPLETED and after.steps == 500
+
+
+def test_fork_bomb_is_stopped_by_the_pid_limit(open_sandbox, write_program):
+    bomb = write_program('''
+        import os, time
+        class Policy:
+            def act(self, observation):
+                children = 0
+                try:
+                    while True:
+                        if os.fork() == 0:
+                            time.sleep(120)
+                            os._exit(0)
+                        children += 1
+                except OSError as exc:
+                    raise RuntimeError(f"fork refused after {children} children: {exc}")
+        def make_policy(context):
+            return Policy()
+    ''')
+    limits = SandboxLimits(pids=32)
+    with open_sandbox(limits=limits) as sandbox:
+        outcome = _one(sandbox, bomb)
+        after = _one(sandbox, write_program(STEADY))
+    assert outcome.failure is FailureCode.EXCEPTION, outcome
+    children = int(outcome.reason.split("after ")[1].split(" ")[0])
+    assert 0 < children < 32
+    assert after.status is EpisodeStatus.COMPLETED
+
+
+def test_infinite_loop_in_act_times_out_within_the_step_deadline(open_sandbox, write_program):
+    spin = write_program('''
+        class Policy:
+            def act(self, observation):
+                while True:
+                    pass
+        def make_policy(context):
+            return Policy()
+    ''')
+    limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=0.5))
+    with open_sandbox(limits=limits) as sandbox:
+        began = time.monotonic()
+        outcome = _one(sandbox, spin)
+        elapsed = time.monotonic() - began
+    assert outcome.failure is FailureCode.TIMEOUT, outcome
+    assert 0.5 <= outcome.policy_seconds < 0.8
+    assert outcome.steps == 0
+    assert elapsed < 10
+
+
+def test_episode_deadline_counts_policy_time_only(open_sandbox, write_program):
+    slow = write_program('''
+        import time
+        class Policy:
+            def act(self, observation):
+                time.sleep(0.15)
+                return 0
+        def make_policy(context):
+            return Policy()
+    ''')
+    limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=1.0, episode_deadline_s=0.5))
+    with open_sandbox(limits=limits) as sandbox:
+        outcome = _one(sandbox, slow)
+    assert outcome.failure is FailureCode.TIMEOUT
+    assert "Episode deadline" in outcome.reason
+    assert 2 <= outcome.steps <= 4
+
+
+def test_slow_environment_step_is_not_charged_to_the_policy(open_sandbox, write_program):
+    quick = write_program('''
+        class Policy:
+            def act(self, observation):
+                return int(observation[0]) % 3
+        def make_policy(context):
+            return Policy()
+    ''')
+    limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=0.2, episode_deadline_s=0.5))
+    with open_sandbox("ProbeSlow-v0", limits=limits) as sandbox:
+        outcome = _one(sandbox, quick)
+    assert outcome.status is EpisodeStatus.COMPLETED, outcome
+    assert outcome.steps == 4
+    assert outcome.environment_seconds >= 2.0
+    assert outcome.policy_seconds < 0.5
+
+
+def test_ten_thousand_prints_per_step_change_nothing(open_sandbox, write_program):
+    chatty = write_program(STEADY.replace(
+        "    def act(self, observation):\n",
+        "    def act(self, observation):\n        for i in range(10_000):\n            print('line', i)\n",
+    ))
+    limits = SandboxLimits(episode=EpisodeLimits(output_tail_bytes=2048))
+    with open_sandbox(limits=limits) as sandbox:
+        episode = sandbox.plan("train", 0, 1)[0]
+        quiet = sandbox.run_episode(episode, capture_program(write_program(STEADY)))
+        loud = sandbox.run_episode(episode, capture_program(chatty))
+    assert loud.status is EpisodeStatus.COMPLETED, loud
+    assert (loud.steps, loud.reward) == (quiet.steps, quiet.reward)
+    assert 0 < len(loud.output_tail.encode()) <= 2048
+    assert loud.output_tail.rstrip().endswith("line 9999")
+
+
+def test_exception_shows_its_traceback_in_the_feedback(open_sandbox, write_program):
+    broken = write_program('''
+        def helper(observation):
+            raise ValueError("observation looked wrong")
+        class Policy:
+            def act(self, observation):
+                print("about to fail")
+                return helper(observation)
+        def make_policy(context):
+            return Policy()
+    ''')
+    with open_sandbox() as sandbox:
+        outcome = _one(sandbox, broken)
+        feedback = sandbox.feedback([outcome])
+    assert outcome.failure is FailureCode.EXCEPTION
+    assert "ValueError: observation looked wrong" in outcome.reason
+    assert 'in helper' in outcome.traceback and 'raise ValueError("observation looked wrong")' in outcome.traceback
+    assert "about to fail" in outcome.output_tail
+    assert feedback.episodes[0].traceback == outcome.traceback
+    assert feedback.score == 0.0  # CartPole's failure_return
+    assert feedback.values["policy_failures"] == 1
+
+
+def test_import_error_in_policy_module_is_a_policy_exception(open_sandbox, write_program):
+    broken = write_program("import module_that_does_not_exist\n")
+    with open_sandbox() as sandbox:
+        outcome = _one(sandbox, broken)
+    assert outcome.failure is FailureCode.EXCEPTION
+    assert "ModuleNotFoundError" in outcome.reason
+
+
+def test_out_of_range_action_is_an_invalid_action_failure(open_sandbox, write_program):
+    wild = write_program('''
+        class Policy:
+            def act(self, observation):
+                return 5
+        def make_policy(context):
+            return Policy()
+    ''')
+    with open_sandbox() as sandbox:
+        outcome = _one(sandbox, wild)
+    assert outcome.failure is FailureCode.INVALID_ACTION
+    assert "5" in outcome.reason and outcome.steps == 0
+
+
+def test_unencodable_action_is_an_invalid_action_failure(open_sandbox, write_program):
+    odd = write_program('''
+        class Policy:
+            def act(self, observation):
+                return {1, 2}
+        def make_policy(context):
+            return Policy()
+    ''')
+    with open_sandbox() as sandbox:
+        outcome = _one(sandbox, odd)
+    assert outcome.failure is FailureCode.INVALID_ACTION
+    assert "set" in outcome.reason
+
+
+def test_garbage_on_the_policy_socket_is_a_protocol_violation(open_sandbox, write_program):
+    forger = write_program('''
+        import os, stat
+        class Policy:
+            def act(self, observation):
+                for fd in range(3, 64):
+                    try:
+                        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                            os.write(fd, b"\\xff\\xff\\xff\\x7f" + b"junk")
+                    except OSError:
+                        pass
+                return 0
+        def make_policy(context):
+            return Policy()
+    ''')
+    with open_sandbox() as sandbox:
+        outcome = _one(sandbox, forger)
+    assert outcome.failure is FailureCode.PROTOCOL_VIOLATION, outcome
+    assert "exceeds the limit" in outcome.reason
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [("os._exit(7)", "exited with status 7"), ("os.kill(os.getpid(), signal.SIGKILL)", "SIGKILL")],
+)
+def test_policy_process_death_is_a_crash(open_sandbox, write_program, body, expected):
+    dying = write_program(f'''
+        import os, signal
+        class Policy:
+            def act(self, observation):
+                {body}
+        def make_policy(context):
+            return Policy()
+    ''')
+    with open_sandbox() as sandbox:
+        outcome = _one(sandbox, dying)
+    assert outcome.failure is FailureCode.CRASHED, outcome
+    assert expected in outcome.reason
+
+
+def test_environment_crash_is_an_infrastructure_error_with_diagnostics(open_sandbox, write_program):
+    fine = write_program('''
+        class Policy:
+            def act(self, observation):
+                return int(observation[0]) % 3
+        def make_policy(context):
+            return Policy()
+    ''')
+    with open_sandbox("ProbeCrash-v0") as sandbox:
+        with pytest.raises(InfrastructureError) as caught:
+            _one(sandbox, fine)
+    assert caught.value.code is InfraErrorCode.ENVIRONMENT_ERROR
+    assert "simulator exploded" in caught.value.evidence
+    assert "simulator" not in caught.value.message
+
+
+def test_every_episode_gets_a_fresh_container(open_sandbox, write_program):
+    marker = write_program('''
+        import os, socket
+        class Policy:
+            def act(self, observation):
+                return 0
+        def make_policy(context):
+            if os.path.exists("/tmp/marker"):
+                raise RuntimeError("saw the marker of an earlier Episode")
+            open("/tmp/marker", "w").write("used")
+            print("HOST", socket.gethostname(), open("/proc/self/cgroup").read().splitlines()[0])
+            return Policy()
+    ''')
+    with open_sandbox() as sandbox:
+        evaluation = evaluate_program(sandbox, capture_program(marker), split="train", seed=0, episodes=3)
+    outcomes = evaluation.feedback.episodes
+    assert [o.status for o in outcomes] == [EpisodeStatus.COMPLETED] * 3, outcomes
+    cgroups = {o.output_tail.split("HOST", 1)[1].split()[1] for o in outcomes}
+    assert len(cgroups) == 3
