@@ -33,6 +33,7 @@ class ContainerSpec:
     mounts: tuple[BindMount, ...] = ()
     memory_bytes: int = 512 * 1024 * 1024
     nano_cpus: int = 1_000_000_000
+    cpuset_cpus: str = ""
     pids_limit: int = 64
     environment: dict[str, str] = field(default_factory=dict)
     working_dir: str = "/"
@@ -70,4 +71,6 @@ def to_docker_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         kwargs["network_mode"] = "none"
     if spec.name:
         kwargs["name"] = spec.name
+    if spec.cpuset_cpus:
+        kwargs["cpuset_cpus"] = spec.cpuset_cpus
     return kwargs

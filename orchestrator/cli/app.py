@@ -21,3 +21,7 @@ app.command("benchmarks")(housekeeping.benchmarks)
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -13,7 +13,7 @@ from rich.console import Console
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 EXIT_USER_ERROR = 1
 EXIT_INFRASTRUCTURE = 3

@@ -14,7 +14,7 @@ from orchestrator.backends.sandbox import SandboxLimits
 from orchestrator.cli.common import err, fail, fail_infrastructure, out, parse_size
 from orchestrator.cli.options import Base, Environments, Scope, environment_roots
 from orchestrator.compose import SandboxOptions, open_sandbox
-from orchestrator.images.catalogue import CatalogueError
+from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.evaluation import Evaluation, evaluate_program
 from orchestrator.kernel.program import ProgramError, capture_program
@@ -55,7 +55,12 @@ def evaluate(
         pids=pids,
         episode=EpisodeLimits(step_deadline_s=step_deadline, episode_deadline_s=episode_deadline, startup_deadline_s=startup_deadline),
     )
-    options = SandboxOptions(benchmark=benchmark, limits=limits, scope=scope, base=base, environments=environment_roots(environments))
+    roots = environment_roots(environments)
+    try:
+        resolve_benchmark(benchmark, discover(roots))
+    except CatalogueError as exc:
+        fail(str(exc))
+    options = SandboxOptions(benchmark=benchmark, limits=limits, scope=scope, base=base, environments=roots)
     try:
         evaluation = _run(options, program, split, seed, episodes, quiet=as_json)
     except ProgramError as exc:

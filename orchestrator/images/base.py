@@ -83,6 +83,7 @@ def _ensure_debootstrap(progress: Progress) -> str:
     if os.geteuid() != 0:
         _fail("debootstrap is not installed; install Debian's debootstrap package or pass --base IMAGE")
     progress("installing Debian's debootstrap")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True)
     subprocess.run(["apt-get", "install", "-y", "-qq", "debootstrap"], check=True, capture_output=True)
     return shutil.which("debootstrap") or _fail("debootstrap is still missing after installing it")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_ENVIRONMENTS = REPO_ROOT / "environments"
+_VERSION = re.compile(r"-v\d+$")
 
 
 class EpgTable(BaseModel):
@@ -79,7 +81,7 @@ def resolve_benchmark(name: str, packages: list[EnvironmentPackage]) -> tuple[En
     matches = []
     for package in packages:
         for benchmark_id, entry in package.table.benchmarks.items():
-            names = {benchmark_id.lower(), benchmark_id.lower().rsplit("-v", 1)[0]}
+            names = {benchmark_id.lower(), _VERSION.sub("", benchmark_id.lower())}
             if len(package.table.benchmarks) == 1:
                 names |= {alias.lower() for alias in package.table.aliases}
             if wanted in names:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,11 +101,12 @@ def _merge_requirements(*groups: tuple[str, ...]) -> tuple[str, ...]:
     pins: dict[str, str] = {}
     for group in groups:
         for requirement in group:
-            name = requirement.split("==")[0].strip().lower().replace("_", "-")
-            if name in pins and pins[name] != requirement:
-                raise ValueError(f"conflicting pins {pins[name]} and {requirement}")
-            pins[name] = requirement
-    return tuple(pins[name] for name in sorted(pins))
+            name, _, version = requirement.partition("==")
+            key = re.sub(r"[-_.]+", "-", name.strip().lower())
+            if key in pins and pins[key] != version.strip():
+                raise ValueError(f"conflicting pins {key}=={pins[key]} and {requirement}")
+            pins[key] = version.strip()
+    return tuple(f"{key}=={pins[key]}" for key in sorted(pins))
 
 
 def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:

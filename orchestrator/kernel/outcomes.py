@@ -84,6 +84,7 @@ class EpisodeOutcome:
     truncated: bool
     policy_seconds: float
     environment_seconds: float
+    loop_seconds: float = 0.0
     output_tail: str = ""
     traceback: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +102,7 @@ class EpisodeOutcome:
             "truncated": self.truncated,
             "policy_seconds": round(self.policy_seconds, 6),
             "environment_seconds": round(self.environment_seconds, 6),
+            "loop_seconds": round(self.loop_seconds, 6),
             "output_tail": self.output_tail,
             "traceback": self.traceback,
             "summary": self.summary,

@@ -92,9 +92,10 @@ class _Driver:
     def ask(self, frame: policy_pb2.PolicyFrame, budget_s: float, what: str) -> policy_pb2.RuntimeFrame:
         """Send frame, wait at most budget_s for the answer, charge the wait to the policy."""
         began = self.clock()
+        deadline = began + budget_s
         try:
-            self.channel.send(frame)
-            answer = self.channel.receive(self.answer, deadline=began + budget_s)
+            self.channel.send(frame, deadline)
+            answer = self.channel.receive(self.answer, deadline)
         except FrameTimeout:
             self.policy_seconds += self.clock() - began
             raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_POLICY_TIMEOUT, f"{what} took longer than {budget_s:.3g} s") from None
@@ -157,7 +158,11 @@ def drive_episode(
         if ready.WhichOneof("kind") != "ready":
             raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, "expected Ready after Start")
         driver.policy_seconds = 0.0  # start-up has its own deadline
-        _step_loop(benchmark, environment, observation, driver, record)
+        loop_began = clock()
+        try:
+            _step_loop(benchmark, environment, observation, driver, record)
+        finally:
+            record.loop_seconds = clock() - loop_began
         _say_goodbye(driver, record)
     except _PolicyFault as fault:
         record.outcome = fault.outcome
@@ -228,9 +233,10 @@ def _say_goodbye(driver: _Driver, record: runner_pb2.EpisodeRecord) -> None:
     """Ask the policy for its output tail; a policy that does not answer loses only its tail."""
     frame = policy_pb2.PolicyFrame()
     frame.stop.reason = "episode over"
+    deadline = driver.clock() + GOODBYE_WAIT_S
     try:
-        driver.channel.send(frame)
-        answer = driver.channel.receive(policy_pb2.RuntimeFrame(), deadline=driver.clock() + GOODBYE_WAIT_S)
+        driver.channel.send(frame, deadline)
+        answer = driver.channel.receive(policy_pb2.RuntimeFrame(), deadline)
     except (FrameTimeout, PeerClosed, FramingError):
         return
     if answer.WhichOneof("kind") == "goodbye":

@@ -25,7 +25,7 @@ import numpy as np
 
 from epg.v1 import policy_pb2 as pb
 from orchestrator.protocol import values
-from orchestrator.protocol.framing import FramedSocket, PeerClosed
+from orchestrator.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed
 
 CONNECT_TIMEOUT_S = 120.0
 DEFAULT_TAIL_BYTES = 8192
@@ -62,7 +62,10 @@ class OutputTail(io.TextIOBase):
 
     def tail(self) -> bytes:
         self._compact()
-        return self._chunks[0].encode("utf-8", "replace")[-self._limit:] if self._chunks else b""
+        if not self._chunks:
+            return b""
+        cut = self._chunks[0].encode("utf-8", "replace")[-self._limit:]
+        return cut.decode("utf-8", "ignore").encode()  # never start inside a character
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m orchestrator.runtimes.policy_runtime SOCKET_PATH", file=sys.__stderr__)
         return 2
-    channel = FramedSocket(_connect(args[0]))
+    channel = FramedSocket(_connect(args[0]), spin=STEP_SPIN)
     tail = OutputTail(DEFAULT_TAIL_BYTES)
     # The protocol never uses stdout: the policy may print freely.
     sys.stdout = sys.stderr = tail

@@ -27,7 +27,7 @@ import grpc
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
 from orchestrator.protocol import values
-from orchestrator.protocol.framing import FramedSocket
+from orchestrator.protocol.framing import STEP_SPIN, FramedSocket
 from orchestrator.runtimes.episode_loop import EpisodeLimits, drive_episode
 from orchestrator.sdk.benchmark import Benchmark, EpisodeRecord
 
@@ -159,7 +159,7 @@ class RunnerService(runner_pb2_grpc.EnvironmentRunnerServicer):
         finally:
             listener.close()
             _unlink_quietly(self._exchange / request.slot / SOCKET_NAME)
-        channel = FramedSocket(connection, limits.max_frame_bytes)
+        channel = FramedSocket(connection, limits.max_frame_bytes, spin=STEP_SPIN)
         try:
             return drive_episode(self._benchmark, request.episode, channel, limits, request.policy_seed, request.program_dir)
         finally:

@@ -55,8 +55,8 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
             value = np.int64(array.reshape(()))
         elif isinstance(space, spaces.Box):
             value = np.asarray(action, dtype=space.dtype)
-            if value.shape != space.shape:
-                value = value.reshape(space.shape) if value.size == int(np.prod(space.shape)) else value
+            if value.shape != space.shape and value.size == 1 == int(np.prod(space.shape)):
+                value = value.reshape(space.shape)  # a bare number for a one-element space
             if value.shape != space.shape:
                 raise InvalidAction(f"expected an array of shape {space.shape}, got shape {np.shape(action)}")
             if not np.all(np.isfinite(value)):

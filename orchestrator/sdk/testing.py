@@ -18,7 +18,7 @@ from epg.v1 import runner_pb2
 from orchestrator.kernel.codes import RunnerOutcome
 from orchestrator.kernel.outcomes import ContainerExit, classify_episode
 from orchestrator.kernel.seeds import policy_seed
-from orchestrator.protocol.framing import FramedSocket
+from orchestrator.protocol.framing import STEP_SPIN, FramedSocket
 from orchestrator.protocol.records import OUTCOMES, failure_to_proto
 from orchestrator.runtimes.episode_loop import EpisodeLimits, drive_episode
 from orchestrator.runtimes.runner import feedback_records
@@ -54,7 +54,7 @@ def run_local_episode(
             listener.settimeout(limits.startup_deadline_s)
             connection, _ = listener.accept()
             listener.close()
-            channel = FramedSocket(connection, limits.max_frame_bytes)
+            channel = FramedSocket(connection, limits.max_frame_bytes, spin=STEP_SPIN)
             try:
                 record = drive_episode(benchmark, episode, channel, limits, policy_seed(seed, episode.split, episode.index), str(program_dir.resolve()))
             finally:

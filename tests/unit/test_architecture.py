@@ -1,0 +1,252 @@
+"""Layering: which parts of orchestrator/ may import what, read from the source with ast."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from orchestrator.images.recipes import POLICY_FILES, RUNNER_FILES
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = REPO_ROOT / "orchestrator"
+FIRST_PARTY = ("orchestrator", "epg")
+STDLIB = frozenset(sys.stdlib_module_names)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def module_file(name: str) -> Path | None:
+    """The repository file of a first-party module, or None."""
+    base = REPO_ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def is_first_party(name: str) -> bool:
+    return name.split(".")[0] in FIRST_PARTY
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Dotted names of every module path imports, anywhere in the file (functions included).
+
+    `from a import b` yields a, and a.b when a.b is a module (for third-party
+    packages a.b is kept as well, so that `from google import protobuf` counts
+    as google.protobuf). Relative imports are resolved against path's package.
+    """
+    return _imports_of(path.read_text(), module_name(path), path.name == "__init__.py")
+
+
+def _imports_of(source: str, current: str, is_package: bool) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = current.split(".") if is_package else current.split(".")[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join(package + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                if not is_first_party(base) or module_file(submodule) is not None:
+                    names.add(submodule)
+    return names
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@cache
+def all_modules() -> dict[str, set[str]]:
+    return {path.relative_to(REPO_ROOT).as_posix(): imported_modules(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+@dataclass(frozen=True)
+class Rule:
+    description: str
+    applies: callable
+    allowed: tuple[str, ...] | None = None  # besides the standard library; exact "orchestrator" is the root only
+    forbidden: tuple[str, ...] = ()
+
+    def violations(self, modules: set[str]) -> list[str]:
+        found = []
+        for name in sorted(modules):
+            if any(under(name, prefix) for prefix in self.forbidden):
+                found.append(name)
+            elif self.allowed is not None and name.split(".")[0] not in STDLIB:
+                if not any(name == "orchestrator" if item == "orchestrator" else under(name, item) for item in self.allowed):
+                    found.append(name)
+        return found
+
+
+def in_dir(directory: str, *, except_files: tuple[str, ...] = ()):
+    return lambda path: path.startswith(directory) and path not in except_files
+
+
+def one_of(*files: str):
+    return lambda path: path in files
+
+
+def outside(*directories: str):
+    return lambda path: not path.startswith(directories)
+
+
+RULES = [
+    Rule(
+        "the kernel imports only the standard library and itself",
+        in_dir("orchestrator/kernel/"),
+        allowed=("orchestrator.kernel", "orchestrator"),
+        forbidden=("docker", "grpc", "google.protobuf", "epg", "typer", "rich", "pydantic", "numpy"),
+    ),
+    Rule(
+        "the protocol layer knows no engine, RPC framework or CLI",
+        in_dir("orchestrator/protocol/"),
+        forbidden=("docker", "grpc", "typer", "rich", "pydantic"),
+    ),
+    Rule(
+        "the policy runtime imports only what the policy image holds",
+        one_of("orchestrator/runtimes/policy_runtime.py"),
+        allowed=("numpy", "google.protobuf", "epg", "orchestrator.protocol", "orchestrator"),
+    ),
+    Rule(
+        "the runner and episode loop know no engine, CLI or kernel",
+        one_of("orchestrator/runtimes/runner.py", "orchestrator/runtimes/episode_loop.py"),
+        forbidden=("docker", "typer", "rich", "pydantic", "orchestrator.kernel", "orchestrator.backends", "orchestrator.cli"),
+    ),
+    Rule(
+        "the SDK knows no engine, RPC framework, CLI or kernel",
+        in_dir("orchestrator/sdk/", except_files=("orchestrator/sdk/testing.py",)),
+        forbidden=("docker", "grpc", "typer", "rich", "orchestrator.backends", "orchestrator.cli", "orchestrator.kernel"),
+    ),
+    Rule(
+        "only backends and images talk to Docker",
+        outside("orchestrator/backends/", "orchestrator/images/"),
+        forbidden=("docker",),
+    ),
+    Rule(
+        "only the CLI uses typer and rich",
+        outside("orchestrator/cli/"),
+        forbidden=("typer", "rich"),
+    ),
+]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.description)
+def test_import_rules_hold(rule):
+    checked = {path: modules for path, modules in all_modules().items() if rule.applies(path)}
+    assert checked, f"no module falls under: {rule.description}"
+    broken = {path: rule.violations(modules) for path, modules in checked.items()}
+    assert {path: names for path, names in broken.items() if names} == {}
+
+
+def test_the_walk_covers_every_layer():
+    paths = set(all_modules())
+    for expected in (
+        "orchestrator/kernel/program.py",
+        "orchestrator/protocol/values.py",
+        "orchestrator/runtimes/policy_runtime.py",
+        "orchestrator/sdk/planning.py",
+        "orchestrator/backends/engine.py",
+        "orchestrator/cli/app.py",
+    ):
+        assert expected in paths
+
+
+def test_import_collection_sees_imports_inside_functions_and_from_imports():
+    source = (
+        "import os.path\n"
+        "def late():\n"
+        "    import docker\n"
+        "    from google import protobuf\n"
+        "    from orchestrator.protocol import values, framing\n"
+        "    from orchestrator import ABI_VERSION\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        from . import codes\n"
+    )
+    names = _imports_of(source, "orchestrator.kernel.example", is_package=False)
+    assert {"os.path", "docker", "google", "google.protobuf", "orchestrator.protocol.values", "orchestrator.protocol.framing",
+            "orchestrator", "orchestrator.kernel", "orchestrator.kernel.codes"} <= names
+    assert "orchestrator.ABI_VERSION" not in names
+
+
+def test_rules_report_a_forbidden_import_found_in_a_function():
+    kernel_rule = RULES[0]
+    names = _imports_of("def f():\n    import numpy\n", "orchestrator.kernel.example", is_package=False)
+    assert kernel_rule.violations(names) == ["numpy"]
+    assert kernel_rule.violations({"orchestrator.protocol.values"}) == ["orchestrator.protocol.values"]
+    assert kernel_rule.violations({"orchestrator", "orchestrator.kernel.codes", "hashlib", "os.path"}) == []
+
+
+def test_kernel_imports_pull_in_no_heavy_or_framework_modules():
+    code = (
+        "import json, sys\n"
+        "import orchestrator.kernel.program, orchestrator.kernel.outcomes\n"
+        "import orchestrator.kernel.evaluation, orchestrator.kernel.ports\n"
+        "heavy = ['docker', 'grpc', 'google.protobuf', 'typer', 'rich', 'numpy', 'gymnasium', 'pydantic']\n"
+        "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+@pytest.mark.parametrize("path", sorted(set(RUNNER_FILES)))
+def test_every_image_file_exists_in_the_repository(path):
+    assert (REPO_ROOT / path).is_file()
+
+
+def test_image_file_lists_have_no_duplicates():
+    assert len(RUNNER_FILES) == len(set(RUNNER_FILES))
+    assert set(POLICY_FILES) <= set(RUNNER_FILES)
+
+
+def first_party_closure(start: str) -> set[str]:
+    """Repository files executed when start is imported: its first-party imports and their packages, transitively."""
+    seen: set[str] = set()
+    pending = [start]
+    while pending:
+        name = pending.pop()
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:depth])
+            path = module_file(prefix)
+            if path is None:
+                continue
+            relative = path.relative_to(REPO_ROOT).as_posix()
+            if relative in seen:
+                continue
+            seen.add(relative)
+            pending.extend(m for m in imported_modules(path) if is_first_party(m))
+    return seen
+
+
+def test_the_policy_image_holds_every_module_the_policy_runtime_imports():
+    needed = first_party_closure("orchestrator.runtimes.policy_runtime")
+    assert "orchestrator/protocol/values.py" in needed
+    assert "epg/v1/values_pb2.py" in needed
+    assert needed - set(POLICY_FILES) == set()
+
+
+def test_the_environment_image_holds_every_module_the_runner_imports():
+    needed = first_party_closure("orchestrator.runtimes.runner")
+    assert "orchestrator/runtimes/episode_loop.py" in needed
+    assert needed - set(RUNNER_FILES) == set()
