@@ -1,0 +1,41 @@
+# The two commands of the README: `make demo` (the main job) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup docker images demo test unit bench proto gc clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+docker:
+	bash scripts/ensure-docker.sh
+
+images: setup docker
+	$(BIN)/epg-orchestrate images build
+
+demo: setup docker
+	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
+
+test: setup docker
+	$(BIN)/python -m pytest
+
+unit: setup
+	$(BIN)/python -m pytest tests/unit environments tests/environments
+
+bench: setup docker
+	$(BIN)/python bench/bench.py
+
+proto: setup
+	$(BIN)/python scripts/gen-proto.py
+
+gc: setup docker
+	$(BIN)/epg-orchestrate gc
+
+clean:
+	rm -rf $(VENV) .pytest_cache
