@@ -92,6 +92,21 @@ class DockerEngine:
         running = state.get("Running", False)
         return ContainerExit(exit_code=None if running else state.get("ExitCode"), oom_killed=bool(state.get("OOMKilled")))
 
+    def state(self, container: Container) -> tuple[bool, int | None]:
+        """Return (running, exit code) of container as the engine reports it now."""
+        container.reload()
+        running = container.status not in ("exited", "dead")
+        return running, None if running else container.attrs["State"].get("ExitCode")
+
+    def kill(self, container: Container) -> None:
+        try:
+            container.kill()
+        except (NotFound, APIError) as exc:
+            log.info("kill of %s: %s", container.short_id, exc)
+
+    def logs(self, container: Container, *, stdout: bool, stderr: bool) -> bytes:
+        return container.logs(stdout=stdout, stderr=stderr)
+
     def logs_tail(self, container: Container, max_bytes: int) -> bytes:
         try:
             return container.logs(stdout=True, stderr=True, tail=200)[-max_bytes:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import evaluate, housekeeping, images
+from orchestrator.cli import evaluate, housekeeping, images, run
 
 app = typer.Typer(
     name="epg-orchestrate",
@@ -13,7 +13,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("run")(run.run)
 app.command("evaluate")(evaluate.evaluate)
+app.add_typer(run.spec_app, name="spec")
+app.add_typer(run.runs_app, name="runs")
 app.add_typer(images.app, name="images")
 app.command("gc")(housekeeping.gc)
 app.command("benchmarks")(housekeeping.benchmarks)

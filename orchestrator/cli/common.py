@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import tempfile
 from pathlib import Path
 from typing import NoReturn
@@ -11,23 +10,20 @@ import typer
 from rich.console import Console
 
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.units import parse_bytes
 
-out = Console()
+out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 EXIT_USER_ERROR = 1
 EXIT_INFRASTRUCTURE = 3
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-
-
 def parse_size(text: str) -> int:
     """Return the byte count of a size such as 512m, 1g, 1.5GiB or 1048576. Raises typer.BadParameter."""
-    match = _SIZE.match(text)
-    if not match:
-        raise typer.BadParameter(f"{text!r} is not a size like 512m or 2g")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:

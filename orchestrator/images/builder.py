@@ -19,7 +19,7 @@ from docker.errors import APIError, BuildError, ImageNotFound
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
 from orchestrator.images.base import ensure_base
 from orchestrator.images.catalogue import EnvironmentPackage, discover
-from orchestrator.images.recipes import ImageRecipe, environment_recipe, policy_runtime_recipe
+from orchestrator.images.recipes import ImageRecipe, agent_base_recipe, environment_recipe, policy_runtime_recipe
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 Progress = Callable[[str], None]
@@ -78,7 +78,7 @@ class ImageBuilder:
         return discover(self._environments)
 
     def recipes(self) -> dict[str, ImageRecipe]:
-        recipes = {"policy-runtime": policy_runtime_recipe()}
+        recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe()}
         for package in self.packages():
             recipes[package.image] = environment_recipe(package)
         return recipes

@@ -10,6 +10,7 @@ from pathlib import Path
 from orchestrator.images.catalogue import REPO_ROOT, EnvironmentPackage
 
 POLICY_RUNTIME = "policy-runtime"
+AGENT_BASE = "agent-base"
 LIB = "/opt/epg/lib"
 
 # Pinned to the generated protobuf code's runtime and to the runner's needs.
@@ -27,6 +28,20 @@ POLICY_FILES = (
     "epg/v1/__init__.py",
     "epg/v1/values_pb2.py",
     "epg/v1/policy_pb2.py",
+)
+AGENT_REQUIREMENTS = ("grpcio==1.85.3", "numpy==2.4.6", "protobuf==7.36.2", "typing-extensions==4.16.0")
+AGENT_FILES = (
+    "orchestrator/__init__.py",
+    "orchestrator/session/__init__.py",
+    "orchestrator/session/client.py",
+    "orchestrator/session/cli.py",
+    "orchestrator/agents/__init__.py",
+    "orchestrator/agents/scripted.py",
+    "orchestrator/agents/hill_climb.py",
+    "epg/__init__.py",
+    "epg/v1/__init__.py",
+    "epg/v1/host_api_pb2.py",
+    "epg/v1/host_api_pb2_grpc.py",
 )
 RUNNER_FILES = POLICY_FILES + (
     "orchestrator/runtimes/episode_loop.py",
@@ -49,6 +64,10 @@ RUN python3 -m pip install --no-index --no-cache-dir --disable-pip-version-check
 COPY lib {lib}
 ENV PYTHONPATH={lib} PYTHONUNBUFFERED=1
 RUN python3 -m compileall -q {lib} && python3 -c "import {smoke}"
+"""
+_SESSION_COMMAND = """\
+RUN printf '#!/bin/sh\\nexec python3 -m orchestrator.session.cli "$@"\\n' > /usr/local/bin/epg-session \\
+    && chmod 755 /usr/local/bin/epg-session && epg-session --help >/dev/null
 """
 
 
@@ -89,6 +108,16 @@ def policy_runtime_recipe() -> ImageRecipe:
         dockerfile=_INSTALL.format(lib=LIB, smoke="numpy, orchestrator.runtimes.policy_runtime"),
         requirements=POLICY_REQUIREMENTS,
         files=_project_files(POLICY_FILES),
+    )
+
+
+def agent_base_recipe() -> ImageRecipe:
+    """Python, NumPy, the Host API client, `epg-session` and the built-in agents: no Benchmark, no simulator."""
+    return ImageRecipe(
+        name=AGENT_BASE,
+        dockerfile=_INSTALL.format(lib=LIB, smoke="numpy, orchestrator.session.cli, orchestrator.agents.hill_climb") + _SESSION_COMMAND,
+        requirements=AGENT_REQUIREMENTS,
+        files=_project_files(AGENT_FILES),
     )
 
 

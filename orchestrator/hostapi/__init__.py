@@ -1,0 +1,1 @@
+"""The Host API: gRPC servicer, authentication, and typed error codes."""

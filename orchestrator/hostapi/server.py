@@ -1,0 +1,151 @@
+"""The Host API servicer: authenticates every call, checks its shape, and hands off to the Run's host.
+
+gRPC threads do no budget logic: the RunHost (and its SessionState) owns it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+from concurrent import futures
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+import grpc
+
+from epg.v1 import host_api_pb2 as pb
+from epg.v1 import host_api_pb2_grpc as pb_grpc
+from orchestrator.hostapi.errors import ERROR_METADATA_KEY, GRPC_STATUS
+from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.session import StatusView
+
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_SELECTOR_CHARS = 16 * 1024
+MAX_CANDIDATES_LISTED = 64
+
+
+class SubmitResult(Protocol):
+    submission_id: str
+    program_digest: str
+    score: float
+    policy_failures: int
+    feedback_path: str
+
+
+class RunHostPort(Protocol):
+    """What the servicer needs from the Run: each method raises RequestRejected on refusal."""
+
+    def task(self) -> tuple[str, str, dict[str, Any]]:
+        """(instructions, benchmark id, public spec)."""
+
+    def status(self) -> StatusView: ...
+
+    def feedback_path(self, submission_id: str) -> str: ...
+
+    def max_candidates(self) -> int: ...
+
+    def submit(self, selector: str) -> SubmitResult: ...
+
+    def finish(self, candidates: list[str]) -> tuple[str, ...]: ...
+
+
+class HostApiServicer(pb_grpc.HostApiServicer):
+    def __init__(self, host: RunHostPort, token: str) -> None:
+        self._host = host
+        self._expected = f"Bearer {token}".encode()
+
+    # guards --------------------------------------------------------------------
+    def _authenticate(self, context: grpc.ServicerContext) -> None:
+        supplied = dict(context.invocation_metadata()).get("authorization", "")
+        if not hmac.compare_digest(supplied.encode(), self._expected):
+            _abort(context, RequestRejected(SessionError.UNAUTHENTICATED, "missing or wrong bearer token"))
+
+    def _call(self, context: grpc.ServicerContext, function, *args):
+        self._authenticate(context)
+        try:
+            return function(*args)
+        except RequestRejected as rejected:
+            _abort(context, rejected)
+
+    # methods -------------------------------------------------------------------
+    def GetTask(self, request: pb.TaskRequest, context: grpc.ServicerContext) -> pb.Task:
+        instructions, benchmark_id, spec = self._call(context, self._host.task)
+        return pb.Task(instructions=instructions, benchmark_id=benchmark_id, public_spec_json=json.dumps(spec))
+
+    def GetStatus(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.Status:
+        status = self._call(context, self._host.status)
+        return status_message(status, self._host)
+
+    def Submit(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.SubmitReceipt:
+        self._authenticate(context)
+        if len(request.episodes) > MAX_SELECTOR_CHARS:
+            _abort(context, RequestRejected(SessionError.INVALID_SELECTOR, f"selector longer than {MAX_SELECTOR_CHARS} characters"))
+        result = self._call(context, self._host.submit, request.episodes)
+        status = self._host.status()
+        return pb.SubmitReceipt(
+            submission_id=result.submission_id,
+            program_digest=result.program_digest,
+            score=result.score,
+            episodes_used=status.episodes_used,
+            episodes_left=status.episodes_left,
+            submissions_left=status.submissions_left,
+            policy_failures=result.policy_failures,
+            feedback_path=result.feedback_path,
+        )
+
+    def Finish(self, request: pb.FinishRequest, context: grpc.ServicerContext) -> pb.FinishReceipt:
+        self._authenticate(context)
+        if len(request.candidates) > MAX_CANDIDATES_LISTED:
+            _abort(context, RequestRejected(SessionError.TOO_MANY_CANDIDATES, f"more than {MAX_CANDIDATES_LISTED} candidates listed"))
+        candidates = self._call(context, self._host.finish, list(request.candidates))
+        return pb.FinishReceipt(candidates=list(candidates))
+
+
+def status_message(status: StatusView, host: RunHostPort) -> pb.Status:
+    return pb.Status(
+        episodes_total=status.episodes_total,
+        episodes_used=status.episodes_used,
+        episodes_left=status.episodes_left,
+        submissions_used=status.submissions_used,
+        submissions_left=status.submissions_left,
+        pool_size=status.pool_size,
+        max_episodes_per_submission=status.max_episodes_per_submission or 0,
+        finish_policy=str(status.finish_policy),
+        max_candidates=host.max_candidates(),
+        finished=status.finished,
+        candidates=list(status.candidates),
+        submissions=[
+            pb.SubmissionSummary(
+                id=s.id,
+                number=s.number,
+                program_digest=s.program_digest,
+                selector=s.selector,
+                state=s.state,
+                score=s.score if s.score is not None else 0.0,
+                has_score=s.score is not None,
+                policy_failures=s.policy_failures or 0,
+                feedback_path=host.feedback_path(s.id) if s.state == "completed" else "",
+            )
+            for s in status.submissions
+        ],
+    )
+
+
+def _abort(context: grpc.ServicerContext, rejected: RequestRejected) -> NoReturn:
+    context.set_trailing_metadata(((ERROR_METADATA_KEY, rejected.code.value),))
+    context.abort(GRPC_STATUS[rejected.code], rejected.message)
+
+
+def serve(host: RunHostPort, token: str, socket_path: Path, workers: int = 8) -> grpc.Server:
+    """Serve the Host API on a Unix socket (world-connectable: the agent runs as another user)."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers),
+        options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
+    )
+    pb_grpc.add_HostApiServicer_to_server(HostApiServicer(host, token), server)
+    socket_path.unlink(missing_ok=True)
+    server.add_insecure_port(f"unix:{socket_path}")
+    server.start()
+    os.chmod(socket_path, 0o666)
+    return server

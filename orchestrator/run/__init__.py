@@ -1,0 +1,1 @@
+"""Program-evolution Runs: the spec, the Host side of a Run, and its phases."""

@@ -1,0 +1,143 @@
+"""The agent container: its invocation per agent kind, its mounts, and its lifetime."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.backends.container_spec import BindMount, ContainerSpec
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.labels import LabelSet
+from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run.spec import CommandAgent, HillClimbAgent, RunSpec, ScriptedAgent
+
+AGENT_UID = 10001
+WORKSPACE = "/workspace"
+HOST_DIR = "/epg/host"
+PLAN_DIR = "/epg/agent"
+FINISHED_GRACE_S = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentExit:
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+
+
+def prepare_plan(spec: RunSpec, spec_dir: Path, records: RunDirectory) -> Path | None:
+    """For a scripted agent, copy its Programs and plan below agent/plan; return that directory."""
+    agent = spec.agent
+    if not isinstance(agent, ScriptedAgent):
+        return None
+    plan_dir = records.agent / "plan"
+    if plan_dir.exists():
+        return plan_dir
+    steps = []
+    for number, step in enumerate(agent.steps):
+        target = plan_dir / "programs" / str(number)
+        shutil.copytree((spec_dir / step.program).resolve(), target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        steps.append({"program": f"programs/{number}", "episodes": step.episodes})
+    (plan_dir / "plan.json").write_text(json.dumps({"steps": steps, "finish": agent.finish}, indent=2))
+    _world_readable(plan_dir)
+    return plan_dir
+
+
+def _world_readable(root: Path) -> None:
+    for directory, _, files in os.walk(root):
+        os.chmod(directory, 0o755)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o644)
+
+
+def agent_command(spec: RunSpec) -> tuple[str, ...]:
+    agent = spec.agent
+    if isinstance(agent, ScriptedAgent):
+        return ("python3", "-m", "orchestrator.agents.scripted", f"{PLAN_DIR}/plan.json", "--workspace", WORKSPACE)
+    if isinstance(agent, HillClimbAgent):
+        return (
+            "python3", "-m", "orchestrator.agents.hill_climb", "--workspace", WORKSPACE,
+            "--episodes-per-submission", str(agent.episodes_per_submission), "--step-size", str(agent.step_size),
+            "--seed", str(agent.seed), "--candidates", str(agent.candidates),
+        )
+    assert isinstance(agent, CommandAgent)
+    return tuple(agent.argv)
+
+
+def hand_workspace_to_agent(records: RunDirectory) -> str:
+    """Make program/ and analysis/ writable by the agent; return the container user."""
+    if os.geteuid() != 0:
+        for name in ("program", "analysis"):
+            for directory, _, _files in os.walk(records.workspace / name):
+                os.chmod(directory, 0o777)
+        return f"{os.getuid()}:{os.getgid()}"
+    for name in ("program", "analysis"):
+        for directory, dirs, files in os.walk(records.workspace / name):
+            for entry in [directory, *(os.path.join(directory, f) for f in files)]:
+                os.chown(entry, AGENT_UID, AGENT_UID)
+    os.chmod(records.workspace, 0o755)
+    return f"{AGENT_UID}:{AGENT_UID}"
+
+
+def agent_spec(
+    *, image: str, spec: RunSpec, records: RunDirectory, labels: LabelSet, user: str, token: str,
+    plan_dir: Path | None, memory_bytes: int,
+) -> ContainerSpec:
+    mounts = [
+        BindMount(source=str(records.workspace), target=WORKSPACE, read_only=False),
+        BindMount(source=str(records.workspace / "feedback"), target=f"{WORKSPACE}/feedback", read_only=True),
+        BindMount(source=str(records.host), target=HOST_DIR, read_only=True),
+    ]
+    if plan_dir is not None:
+        mounts.append(BindMount(source=str(plan_dir), target=PLAN_DIR, read_only=True))
+    environment = {
+        "HOME": "/tmp",
+        "EPG_HOST_API": f"{HOST_DIR}/api.sock",
+        "EPG_SESSION_TOKEN": token,
+        "EPG_WORKSPACE": WORKSPACE,
+    }
+    if isinstance(spec.agent, CommandAgent):
+        environment.update(spec.agent.environment)
+    return ContainerSpec(
+        image=image,
+        command=agent_command(spec),
+        labels=labels.for_role("agent"),
+        user=user,
+        tmpfs={"/tmp": "rw,nosuid,nodev,size=256m"},
+        mounts=tuple(mounts),
+        memory_bytes=memory_bytes,
+        nano_cpus=1_000_000_000,
+        pids_limit=256,
+        environment=environment,
+        working_dir=WORKSPACE,
+        hostname="agent",
+        log_max_bytes=16 * 1024 * 1024,
+    )
+
+
+def wait_for_agent(engine: DockerEngine, container: Any, limit_s: float, finished: Callable[[], bool]) -> AgentExit:
+    """Wait until the agent exits, its wall-clock limit passes, or it has finished and lingers 10 s."""
+    began = time.monotonic()
+    finished_at: float | None = None
+    while True:
+        running, code = engine.state(container)
+        if not running:
+            return AgentExit(exit_code=code, timed_out=False, seconds=time.monotonic() - began)
+        now = time.monotonic()
+        if finished() and finished_at is None:
+            finished_at = now
+        if now - began > limit_s or (finished_at is not None and now - finished_at > FINISHED_GRACE_S):
+            engine.kill(container)
+            return AgentExit(exit_code=None, timed_out=now - began > limit_s, seconds=now - began)
+        time.sleep(0.2)
+
+
+def save_agent_logs(engine: DockerEngine, container: Any, records: RunDirectory, attempt: int) -> None:
+    suffix = "" if attempt == 1 else f".{attempt}"
+    (records.agent / f"stdout{suffix}.log").write_bytes(engine.logs(container, stdout=True, stderr=False))
+    (records.agent / f"stderr{suffix}.log").write_bytes(engine.logs(container, stdout=False, stderr=True))

@@ -1,0 +1,260 @@
+"""A Run from start to end: pool, Host API, agent, Validation, Assessment; resumable after a crash.
+
+Phases, each recorded in events.jsonl so that `--resume` continues where a
+killed orchestrator stopped: "agent" (the agent works; Submissions), then
+"validation", then "assessment", then "done".
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits
+from orchestrator.compose import reap_orphans
+from orchestrator.hostapi.server import serve
+from orchestrator.images.builder import ImageBuilder
+from orchestrator.images.catalogue import resolve_benchmark
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.ports import PlannedEpisode
+from orchestrator.kernel.program import capture_program
+from orchestrator.kernel.seeds import derive_seed
+from orchestrator.kernel.units import parse_bytes
+from orchestrator.kernel.selection import CandidateResult, fallback_candidates, select_candidate
+from orchestrator.kernel.session import Budget, SessionState
+from orchestrator.records.atomic import write_json
+from orchestrator.records.feedback import feedback_json
+from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run import agent_container
+from orchestrator.run.host import RunHost, evaluate_on
+from orchestrator.run.instructions import render_instructions
+from orchestrator.run.spec import RunSpec
+from orchestrator.runtimes.episode_loop import EpisodeLimits
+
+Notify = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    spec: RunSpec
+    spec_text: str
+    spec_dir: Path
+    run_dir: Path
+    resume: bool = False
+    scope: str = ""
+    base: str = "auto"
+    environments: list[Path] | None = None
+
+
+def budget_of(spec: RunSpec) -> Budget:
+    return Budget(
+        episodes=spec.budget.episodes,
+        max_submissions=spec.budget.max_submissions,
+        pool_size=spec.budget.pool_size,
+        max_episodes_per_submission=spec.budget.max_episodes_per_submission,
+        finish_policy=spec.budget.finish,
+        max_candidates=spec.validation.max_candidates,
+    )
+
+
+def sandbox_limits(spec: RunSpec) -> SandboxLimits:
+    limits = spec.limits
+    return SandboxLimits(
+        memory_bytes=parse_bytes(limits.policy_memory),
+        cpus=limits.policy_cpus,
+        pids=limits.policy_pids,
+        episode=EpisodeLimits(
+            step_deadline_s=limits.step_deadline_s,
+            episode_deadline_s=limits.episode_deadline_s,
+            startup_deadline_s=limits.startup_deadline_s,
+        ),
+    )
+
+
+class RunDriver:
+    """Executes one Run. Not thread-safe: one driver per run directory."""
+
+    def __init__(self, options: RunOptions, notify: Notify) -> None:
+        self._options = options
+        self._spec = options.spec
+        self._records = RunDirectory(options.run_dir)
+        self._notify = notify
+
+    def execute(self) -> dict[str, Any]:
+        """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError."""
+        options, records = self._options, self._records
+        if options.resume:
+            if not records.events_path.exists():
+                raise FileNotFoundError(f"{options.run_dir} holds no Run to resume")
+            if records.read_manifest().get("phase") == "done":
+                return records.read_manifest()
+        engine = DockerEngine.connect()
+        reaped = reap_orphans(engine)
+        if reaped.total:
+            self._notify("note", {"message": f"reaped {reaped.total} containers left by a dead orchestrator"})
+        builder = ImageBuilder(engine.client, base=options.base, environments=options.environments,
+                               progress=lambda m: self._notify("note", {"message": m}))
+        package, _, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
+        tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image, "agent-base"])}
+        images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
+        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
+        if not options.resume:
+            self._create(package.baseline_dir)
+        records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
+        with DockerSandbox(engine, images, sandbox_limits(self._spec), labels) as sandbox:
+            benchmark = sandbox.describe()
+            pool = self._pool(sandbox)
+            state = SessionState.replay(budget_of(self._spec), records.events())
+            instructions = render_instructions(benchmark, state.budget)
+            (records.workspace / "TASK.md").write_text(instructions)
+            host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, pool=pool,
+                           instructions=instructions, notify=self._notify)
+            recovered = host.recover_in_flight()
+            if recovered:
+                self._notify("note", {"message": recovered})
+            phase = records.read_manifest().get("phase", "agent")
+            if phase == "agent":
+                reason = self._agent_phase(engine, host, labels, tags["agent-base"])
+                records.update_manifest(phase="validation", terminal_reason=reason)
+                records.append_event("agent_phase_ended", terminal_reason=reason)
+            if records.read_manifest().get("phase") == "validation":
+                self._validation_phase(sandbox, state, benchmark.direction)
+            if records.read_manifest().get("phase") == "assessment":
+                self._assessment_phase(sandbox)
+        return records.read_manifest()
+
+    # set-up ----------------------------------------------------------------------
+    def _create(self, baseline_dir: Path) -> None:
+        records, spec = self._records, self._spec
+        records.create(self._options.spec_text)
+        source = (self._options.spec_dir / spec.initial_program).resolve() if spec.initial_program else baseline_dir
+        program = capture_program(source)
+        program.write_to(records.root / "initial_program")
+        program.write_to(records.workspace / "program")
+        records.store_program(program)
+        records.update_manifest(
+            benchmark=spec.benchmark, phase="agent", seed=spec.seed, initial_program_digest=program.digest,
+            agent=spec.agent.kind, budget=spec.budget.model_dump(),
+        )
+        records.append_event("created", initial_program_digest=program.digest)
+
+    def _pool(self, sandbox: DockerSandbox) -> list[PlannedEpisode]:
+        """The hidden train pool, planned once and kept in private/ (never mounted)."""
+        path = self._records.private / "pool.json"
+        pool = sandbox.plan("train", self._spec.seed, self._spec.budget.pool_size)
+        if not path.exists():
+            write_json(path, [{"index": e.index, "payload": e.payload.decode("latin-1"), "policy_seed": e.policy_seed} for e in pool])
+        return pool
+
+    # phases ------------------------------------------------------------------------
+    def _agent_phase(self, engine: DockerEngine, host: RunHost, labels: LabelSet, image: str) -> str:
+        records, spec = self._records, self._spec
+        used = sum(e.get("seconds", 0.0) for e in records.events() if e["type"] == "agent_exited")
+        remaining = spec.limits.agent_wall_clock_s - used
+        if host.state.status().finished:
+            return "finished"
+        if remaining <= 0:
+            return "agent_time_limit"
+        attempt = 1 + sum(1 for e in records.events() if e["type"] == "agent_started")
+        token = secrets.token_urlsafe(32)
+        server = serve(host, token, records.host / "api.sock")
+        try:
+            plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records)
+            user = agent_container.hand_workspace_to_agent(records)
+            container_spec = agent_container.agent_spec(
+                image=spec.agent.image if spec.agent.kind == "command" else image, spec=spec, records=records,
+                labels=labels, user=user, token=token, plan_dir=plan_dir, memory_bytes=parse_bytes(spec.limits.agent_memory),
+            )
+            write_json(records.agent / "invocation.json", {
+                "image": container_spec.image, "argv": list(container_spec.command), "user": user, "attempt": attempt,
+                "environment": sorted(container_spec.environment),
+            })
+            records.append_event("agent_started", attempt=attempt)
+            self._notify("phase", {"phase": "agent", "attempt": attempt})
+            container = engine.start(container_spec)
+            try:
+                finished = lambda: host.state.status().finished  # noqa: E731
+                exit_status = agent_container.wait_for_agent(engine, container, remaining, finished)
+                agent_container.save_agent_logs(engine, container, records, attempt)
+            finally:
+                engine.remove(container)
+        finally:
+            server.stop(grace=None)
+        records.append_event("agent_exited", exit_code=exit_status.exit_code, timed_out=exit_status.timed_out,
+                             seconds=round(exit_status.seconds, 3))
+        if host.state.status().finished:
+            return "finished"
+        return "agent_time_limit" if exit_status.timed_out else "agent_exited"
+
+    def _candidates(self, state: SessionState, direction: str) -> tuple[tuple[str, ...], str]:
+        status = state.status()
+        if status.finished:
+            return status.candidates, "agent"
+        chosen = fallback_candidates(status.submissions, state.budget.max_candidates, direction)
+        return chosen, "fallback: best train scores"
+
+    def _validation_phase(self, sandbox: DockerSandbox, state: SessionState, direction: str) -> None:
+        records, spec = self._records, self._spec
+        self._notify("phase", {"phase": "validation"})
+        candidates, rule = self._candidates(state, direction)
+        if not candidates:
+            write_json(records.root / "validation.json", {"candidates": [], "rule": rule, "selected": None})
+            records.update_manifest(phase="done", validation={"candidates": [], "selected": None}, final=None,
+                                    assessment=None, terminal_reason=records.read_manifest().get("terminal_reason") or "no_submissions")
+            records.append_event("validation_done", selected=None)
+            return
+        episodes = sandbox.plan("validation", derive_seed(spec.seed, "validation"), spec.validation.episodes)
+        digests = {s.id: s.program_digest for s in state.status().submissions}
+        results, table = [], []
+        for order, submission_id in enumerate(candidates):
+            program = capture_program(records.root / "programs" / digests[submission_id].replace("sha256:", ""))
+            feedback = evaluate_on(sandbox, program, episodes)
+            failures = sum(1 for e in feedback.episodes if e.failure is not None)
+            results.append(CandidateResult(submission_id=submission_id, order=order, score=feedback.score, policy_failures=failures))
+            table.append({"submission_id": submission_id, "program_digest": program.digest, "score": feedback.score,
+                          "policy_failures": failures, "feedback": feedback_json(feedback, program.digest)})
+            self._notify("validated", {"id": submission_id, "score": feedback.score})
+        best = select_candidate(results, direction)
+        report = {"candidates": list(candidates), "rule": rule, "episodes": spec.validation.episodes,
+                  "selected": best.submission_id, "results": table}
+        write_json(records.root / "validation.json", report)
+        records.update_manifest(
+            phase="assessment",
+            validation={"candidates": list(candidates), "rule": rule, "selected": best.submission_id,
+                        "scores": {r.submission_id: r.score for r in results}},
+            final={"submission_id": best.submission_id, "program_digest": digests[best.submission_id]},
+        )
+        records.append_event("validation_done", selected=best.submission_id)
+
+    def _assessment_phase(self, sandbox: DockerSandbox) -> None:
+        records, spec = self._records, self._spec
+        self._notify("phase", {"phase": "assessment"})
+        final = records.read_manifest()["final"]
+        program = capture_program(records.root / "programs" / final["program_digest"].replace("sha256:", ""))
+        episodes = sandbox.plan("test", derive_seed(spec.seed, "assessment"), spec.assessment.episodes)
+        feedback = evaluate_on(sandbox, program, episodes)
+        document = feedback_json(feedback, program.digest)
+        report: dict[str, Any] = {"submission_id": final["submission_id"], **document}
+        summary: dict[str, Any] = {"score": feedback.score, "episodes": spec.assessment.episodes,
+                                   "policy_failures": sum(1 for e in feedback.episodes if e.failure)}
+        initial = capture_program(records.root / "initial_program")
+        if spec.assessment.include_initial_program:
+            # The starting Program on the very same held-out Episodes: the reference the Run improved on.
+            reference = evaluate_on(sandbox, initial, episodes)
+            report["initial_program"] = feedback_json(reference, initial.digest)
+            summary["initial_program_score"] = reference.score
+        write_json(records.root / "assessment.json", report)
+        records.update_manifest(phase="done", assessment=summary,
+                                final={**final, "is_initial_program": final["program_digest"] == initial.digest})
+        records.append_event("assessment_done", score=feedback.score)
+        self._notify("assessed", {"score": feedback.score})
+        if not records.read_manifest().get("terminal_reason"):
+            raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, "run.json lost its terminal reason")
+        shutil.rmtree(records.host, ignore_errors=True)
+        records.host.mkdir()

@@ -1,0 +1,150 @@
+"""The Host side of a Run: Submissions evaluated in the sandbox, Feedback published, every step recorded.
+
+RunHost implements what the Host API servicer needs. The SessionState it holds
+owns all budget state; RunHost only captures Programs, runs Episodes and
+writes records around it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, EvaluationFeedback, PlannedEpisode
+from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
+from orchestrator.records.atomic import write_bytes, write_json
+from orchestrator.records.feedback import feedback_json, publish_feedback
+from orchestrator.records.run_dir import RunDirectory
+
+Notify = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmitResult:
+    submission_id: str
+    program_digest: str
+    score: float
+    policy_failures: int
+    feedback_path: str
+
+
+def evaluate_on(sandbox: EpisodeSandbox, program: Program, episodes: list[PlannedEpisode]) -> EvaluationFeedback:
+    """Run program on the given Episodes, each in a fresh runtime, and build the Feedback."""
+    outcomes: list[EpisodeOutcome] = [sandbox.run_episode(episode, program) for episode in episodes]
+    return sandbox.feedback(outcomes)
+
+
+class RunHost:
+    def __init__(
+        self,
+        *,
+        records: RunDirectory,
+        sandbox: EpisodeSandbox,
+        benchmark: BenchmarkInfo,
+        state: SessionState,
+        pool: list[PlannedEpisode],
+        instructions: str,
+        notify: Notify = lambda kind, fields: None,
+    ) -> None:
+        self._records = records
+        self._sandbox = sandbox
+        self._benchmark = benchmark
+        self._state = state
+        self._pool = pool
+        self._instructions = instructions
+        self._notify = notify
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    # RunHostPort ---------------------------------------------------------------
+    def task(self) -> tuple[str, str, dict[str, Any]]:
+        return self._instructions, self._benchmark.id, self._benchmark.public_json()
+
+    def status(self) -> StatusView:
+        return self._state.status()
+
+    def feedback_path(self, submission_id: str) -> str:
+        return f"feedback/{submission_id}/feedback.json"
+
+    def max_candidates(self) -> int:
+        return self._state.budget.max_candidates
+
+    def submit(self, selector: str) -> SubmitResult:
+        """Evaluate the workspace's Program on the selected pool indices. Raises RequestRejected."""
+        try:
+            program = capture_program(self._records.workspace / "program")
+        except ProgramError as exc:
+            raise RequestRejected(SessionError.INVALID_PROGRAM, f"{exc.message} (nothing was spent)") from None
+        view = self._state.admit(selector, program.digest)
+        self._records.store_program(program)
+        self._records.append_event(
+            SessionEvent.SUBMISSION_ADMITTED.value,
+            id=view.id, selector=view.selector, indices=list(view.indices), program_digest=program.digest,
+        )
+        self._notify("submission_started", {"id": view.id, "episodes": len(view.indices)})
+        try:
+            feedback = evaluate_on(self._sandbox, program, [self._pool[i] for i in view.indices])
+        except InfrastructureError as exc:
+            self._void(view, exc)
+            raise RequestRejected(SessionError.INTERNAL, f"the evaluation failed on the Host's side ({exc.code.value}); nothing was spent") from None
+        return self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
+
+    def finish(self, candidates: list[str]) -> tuple[str, ...]:
+        chosen = self._state.finish(candidates)
+        self._records.append_event(SessionEvent.FINISHED.value, candidates=list(chosen))
+        self._notify("finished", {"candidates": list(chosen)})
+        return chosen
+
+    # records -------------------------------------------------------------------
+    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes]) -> SubmitResult:
+        # Order matters for resume: the record first, then the published copy,
+        # then the event that makes the Submission count as completed.
+        directory = self._records.submission(view.id)
+        for name, data in artifacts.items():
+            write_bytes(directory / "artifacts" / name, data)
+        write_json(directory / "record.json", {
+            "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
+            "program_digest": digest, "feedback": document,
+        })
+        self._publish(view.id, document, directory)
+        failures = sum(1 for e in document["episodes"] if e["failure"])
+        self._state.complete(view.id, document["score"], failures)
+        self._records.append_event(SessionEvent.SUBMISSION_COMPLETED.value, id=view.id, score=document["score"], policy_failures=failures)
+        self._notify("submission_completed", {"id": view.id, "score": document["score"], "status": self._state.status()})
+        return SubmitResult(submission_id=view.id, program_digest=digest, score=document["score"],
+                            policy_failures=failures, feedback_path=self.feedback_path(view.id))
+
+    def _publish(self, submission_id: str, document: dict[str, Any], record_dir) -> None:
+        target = self._records.published_feedback(submission_id)
+        if (record_dir / "artifacts").is_dir():
+            shutil.copytree(record_dir / "artifacts", target / "artifacts", dirs_exist_ok=True)
+        write_json(target / "feedback.json", document)
+
+    def _void(self, view: SubmissionView, exc: InfrastructureError) -> None:
+        self._state.void(view.id)
+        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{exc.evidence}".encode())
+        self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=view.id, reason=exc.code.value)
+        self._notify("submission_voided", {"id": view.id, "reason": exc.message})
+
+    def recover_in_flight(self) -> str | None:
+        """After a crash: complete the in-flight Submission from its record, or void it (refund)."""
+        submission_id = self._state.in_flight()
+        if submission_id is None:
+            return None
+        record_path = self._records.submission(submission_id) / "record.json"
+        if record_path.exists():
+            record = json.loads(record_path.read_text())
+            view = next(s for s in self._state.status().submissions if s.id == submission_id)
+            self._complete(view, record["program_digest"], record["feedback"], {})
+            return f"{submission_id} completed from its record"
+        self._state.void(submission_id)
+        self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=submission_id, reason="orchestrator_restarted")
+        return f"{submission_id} voided and refunded (interrupted before its Feedback was recorded)"

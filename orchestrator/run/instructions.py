@@ -1,0 +1,84 @@
+"""The task instructions an agent reads (TASK.md in its workspace, and the Host API's task call)."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.kernel.ports import BenchmarkInfo
+from orchestrator.kernel.session import Budget
+
+
+def render_instructions(benchmark: BenchmarkInfo, budget: Budget) -> str:
+    """Return the Markdown instructions of a Run: rules, budget, selector grammar, public spec, README."""
+    per_submission = budget.max_episodes_per_submission or "no limit beyond the Episodes left"
+    finish_rule = (
+        "You may finish whenever you like."
+        if str(budget.finish_policy) == "allow_early"
+        else "You may finish only once the budget is exhausted (no Episode or no Submission left)."
+    )
+    spec = json.dumps(benchmark.public_json(), indent=2)
+    return f"""# Task: improve a policy for {benchmark.id}
+
+{benchmark.description}
+
+Edit the Program in `program/` (entry point `program/policy.py`), submit it for
+evaluation on Episodes of a hidden train pool, read the Feedback, improve, and
+finally hand back your best Submissions as candidates. The Host then picks one
+candidate on private Validation Episodes and measures it on held-out Episodes.
+Only that final measurement counts.
+
+## The Program
+
+`policy.py` defines `make_policy(context)` returning an object with
+`act(observation)`. One instance per Episode; state may persist across `act()`
+calls of one Episode. `context` has `observation_space`, `action_space`,
+`parameters`, `seed`, `rng` (a NumPy Generator), `benchmark_id` and
+`program_dir`. Observations are NumPy arrays; return an int, float, list or
+array. Only the Python standard library and NumPy are available; the simulator
+is not. `print()` is harmless and its tail is shown in the Feedback.
+Each Episode runs in a fresh container with a per-step deadline.
+
+## Budget
+
+| | |
+|---|---|
+| Episodes | {budget.episodes} in all (every selected index costs one, a repeated index too) |
+| Submissions | at most {budget.max_submissions} |
+| Episode pool | indices 0 to {budget.pool_size - 1} |
+| Episodes per Submission | {per_submission} |
+| Candidates at the end | at most {budget.max_candidates} |
+
+Reusing an index replays the same hidden Episode (a paired comparison) but
+still costs an Episode. A rejected request (bad selector, invalid Program,
+budget exceeded) costs nothing. {finish_rule}
+
+## Commands (`epg-session`, prints JSON)
+
+- `epg-session status`: budget left, pool size, your Submissions and their scores.
+- `epg-session submit --episodes SELECTOR`: evaluate `program/` as it is now.
+  SELECTOR is a comma-separated list of indices and half-open ranges, strictly
+  increasing: `0:8,12,20:24` means 0 to 7, 12, and 20 to 23.
+- `epg-session finish ID [ID...]`: hand back candidate Submission ids (best first) and end your turn.
+
+## Feedback
+
+Each Submission's Feedback is published read-only in
+`feedback/<submission id>/feedback.json` (and `artifacts/`): the score (the
+{benchmark.primary_metric}, to {benchmark.direction}), the Benchmark's values,
+and per Episode its status, failure code and reason (`exception`, `timeout`,
+`invalid_action`, `protocol_violation`, `out_of_memory`, `crashed`), steps,
+reward, the tail of your output and the traceback of a crash. A failed
+Episode counts {benchmark.failure_return}.
+
+Use `analysis/` for your own notes and scripts.
+
+## Public spec
+
+```json
+{spec}
+```
+
+## The benchmark's README
+
+{benchmark.readme or "(none)"}
+"""

@@ -1,0 +1,137 @@
+"""The Run spec file (YAML), validated at the edge with pydantic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScriptedStep(_Strict):
+    program: str = Field(description="Program directory to submit, relative to the spec file.")
+    episodes: str = Field(description="Index selector, e.g. '0:8,12'.")
+
+
+class ScriptedAgent(_Strict):
+    kind: Literal["scripted"]
+    steps: list[ScriptedStep] = Field(min_length=1, description="Submissions to make, in order.")
+    finish: Union[list[str], Literal["all", "none"]] = Field(
+        default="all", description="Candidate Submission ids, 'all' (every Submission, up to max_candidates) or 'none' (stop without finishing)."
+    )
+
+
+class HillClimbAgent(_Strict):
+    kind: Literal["hill-climb"]
+    episodes_per_submission: int = Field(default=8, ge=1, description="Pool indices 0..K-1 evaluated by every Submission (paired comparison).")
+    step_size: float = Field(default=0.5, gt=0, description="Initial standard deviation of the Gaussian perturbation.")
+    seed: int = Field(default=0, ge=0, description="Seed of the agent's own perturbations.")
+    candidates: int = Field(default=3, ge=1, description="How many of its best Submissions it hands back.")
+
+
+class CommandAgent(_Strict):
+    kind: Literal["command"]
+    image: str = Field(description="Agent image (must provide epg-session or speak the Host API).")
+    argv: list[str] = Field(min_length=1)
+    environment: dict[str, str] = Field(default_factory=dict)
+
+
+_AGENT_KINDS = {"scripted", "hill-climb", "command"}
+AgentSpec = Annotated[Union[ScriptedAgent, HillClimbAgent, CommandAgent], Field(discriminator="kind")]
+
+
+class BudgetSpec(_Strict):
+    episodes: int = Field(default=64, ge=1, description="Total Episode units the agent may spend.")
+    max_submissions: int = Field(default=16, ge=1)
+    pool_size: int = Field(default=32, ge=1, description="Train Episodes in the hidden pool, addressed by index.")
+    max_episodes_per_submission: int | None = Field(default=None, ge=1)
+    finish: Literal["allow_early", "require_exhaustion"] = "allow_early"
+
+
+class ValidationSpec(_Strict):
+    episodes: int = Field(default=16, ge=1)
+    max_candidates: int = Field(default=4, ge=1)
+
+
+class AssessmentSpec(_Strict):
+    episodes: int = Field(default=32, ge=1)
+    include_initial_program: bool = Field(default=True, description="Also assess the starting Program on the same Episodes, as a reference.")
+
+
+class LimitsSpec(_Strict):
+    step_deadline_s: float = Field(default=1.0, gt=0)
+    episode_deadline_s: float = Field(default=300.0, gt=0)
+    startup_deadline_s: float = Field(default=30.0, gt=0)
+    agent_wall_clock_s: float = Field(default=3600.0, gt=0)
+    policy_memory: str = Field(default="512m", pattern=r"^\d+(\.\d+)?\s*[kKmMgG]?i?[bB]?$")
+    policy_cpus: float = Field(default=1.0, gt=0)
+    policy_pids: int = Field(default=64, ge=8)
+    agent_memory: str = Field(default="2g", pattern=r"^\d+(\.\d+)?\s*[kKmMgG]?i?[bB]?$")
+
+
+class RunSpec(_Strict):
+    """A Run: which benchmark, which agent, what budget, where the records go."""
+
+    benchmark: str
+    agent: AgentSpec
+    initial_program: str | None = Field(default=None, description="Starting Program; default: the benchmark's baseline.")
+    budget: BudgetSpec = BudgetSpec()
+    validation: ValidationSpec = ValidationSpec()
+    assessment: AssessmentSpec = AssessmentSpec()
+    seed: int = Field(default=0, ge=0)
+    limits: LimitsSpec = LimitsSpec()
+    output: str | None = Field(default=None, description="Run directory; default runs/<benchmark>-<time>.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunSpec:
+        per = self.budget.max_episodes_per_submission
+        if per is not None and per > self.budget.episodes:
+            raise ValueError("budget.max_episodes_per_submission exceeds budget.episodes")
+        return self
+
+
+class SpecError(Exception):
+    """The spec file is unreadable or invalid. `problems` lists "field.path: reason" lines."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        super().__init__(f"{path}: " + "; ".join(problems))
+        self.path = path
+        self.problems = problems
+
+
+def load_spec(path: Path) -> tuple[RunSpec, str]:
+    """Return the validated spec and its text as given. Raises SpecError."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(path, [f"cannot read: {exc.strerror}"]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(path, [f"not valid YAML: {exc}"]) from exc
+    if not isinstance(data, dict):
+        raise SpecError(path, ["the spec must be a mapping of keys to values"])
+    try:
+        return RunSpec.model_validate(data), text
+    except ValidationError as exc:
+        raise SpecError(path, [_problem(error) for error in exc.errors()]) from exc
+
+
+def _problem(error: dict) -> str:
+    parts = [str(part) for part in error["loc"]]
+    if parts[:1] == ["agent"] and len(parts) > 1 and parts[1] in _AGENT_KINDS:
+        parts.pop(1)  # the union's tag, not a key the user wrote
+    location = ".".join(parts)
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown key"
+    return f"{location or '(top level)'}: {message}"
+
+
+def json_schema() -> dict:
+    return RunSpec.model_json_schema()

@@ -1,0 +1,69 @@
+"""A Host API client for programs inside the agent container.
+
+Imports: the standard library, grpc, protobuf and the generated epg.v1 modules only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from epg.v1 import host_api_pb2 as pb
+from epg.v1 import host_api_pb2_grpc as pb_grpc
+
+ERROR_METADATA_KEY = "epg-error-code"
+DEFAULT_SOCKET = "/epg/host/api.sock"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostApiError(Exception):
+    """A refused call: code is one of the Host API's error codes (e.g. "budget_exhausted")."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class SessionClient:
+    """Calls the Host API with the Run's bearer token. Every method raises HostApiError when refused."""
+
+    def __init__(self, socket_path: str | None = None, token: str | None = None, timeout_s: float = 3600.0) -> None:
+        path = socket_path or os.environ.get("EPG_HOST_API", DEFAULT_SOCKET)
+        self._token = token if token is not None else os.environ.get("EPG_SESSION_TOKEN", "")
+        self._channel = grpc.insecure_channel(f"unix:{path}")
+        self._stub = pb_grpc.HostApiStub(self._channel)
+        self._timeout = timeout_s
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _invoke(self, method: str, request: Any) -> dict[str, Any]:
+        metadata = (("authorization", f"Bearer {self._token}"),)
+        try:
+            response = getattr(self._stub, method)(request, metadata=metadata, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            trailing = dict(exc.trailing_metadata() or ())
+            code = trailing.get(ERROR_METADATA_KEY) or exc.code().name.lower()
+            raise HostApiError(code=code, message=exc.details() or "") from None
+        return MessageToDict(response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+    def task(self) -> dict[str, Any]:
+        result = self._invoke("GetTask", pb.TaskRequest())
+        result["public_spec"] = json.loads(result.pop("public_spec_json") or "{}")
+        return result
+
+    def status(self) -> dict[str, Any]:
+        return self._invoke("GetStatus", pb.StatusRequest())
+
+    def submit(self, episodes: str) -> dict[str, Any]:
+        return self._invoke("Submit", pb.SubmitRequest(episodes=episodes))
+
+    def finish(self, candidates: list[str]) -> dict[str, Any]:
+        return self._invoke("Finish", pb.FinishRequest(candidates=candidates))
