@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker images demo test unit bench proto gc clean
+.PHONY: setup docker images demo evaluate test unit bench proto gc clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ images: setup docker
 	$(BIN)/epg-orchestrate images build
 
 demo: setup docker
+	$(BIN)/epg-orchestrate run examples/cartpole.yaml
+
+evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
 test: setup docker

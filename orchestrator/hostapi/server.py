@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import os
 from concurrent import futures
 from pathlib import Path
@@ -20,6 +21,8 @@ from orchestrator.hostapi.errors import ERROR_METADATA_KEY, GRPC_STATUS
 from orchestrator.kernel.errors import RequestRejected, SessionError
 from orchestrator.kernel.session import StatusView
 
+log = logging.getLogger(__name__)
+
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_SELECTOR_CHARS = 16 * 1024
 MAX_CANDIDATES_LISTED = 64
@@ -31,6 +34,9 @@ class SubmitResult(Protocol):
     score: float
     policy_failures: int
     feedback_path: str
+    episodes_used: int
+    episodes_left: int
+    submissions_left: int
 
 
 class RunHostPort(Protocol):
@@ -67,6 +73,9 @@ class HostApiServicer(pb_grpc.HostApiServicer):
             return function(*args)
         except RequestRejected as rejected:
             _abort(context, rejected)
+        except Exception:  # a Host bug must still answer with a code, and be logged
+            log.exception("Host API call failed")
+            _abort(context, RequestRejected(SessionError.INTERNAL, "the Host failed to answer this call"))
 
     # methods -------------------------------------------------------------------
     def GetTask(self, request: pb.TaskRequest, context: grpc.ServicerContext) -> pb.Task:
@@ -82,14 +91,13 @@ class HostApiServicer(pb_grpc.HostApiServicer):
         if len(request.episodes) > MAX_SELECTOR_CHARS:
             _abort(context, RequestRejected(SessionError.INVALID_SELECTOR, f"selector longer than {MAX_SELECTOR_CHARS} characters"))
         result = self._call(context, self._host.submit, request.episodes)
-        status = self._host.status()
         return pb.SubmitReceipt(
             submission_id=result.submission_id,
             program_digest=result.program_digest,
             score=result.score,
-            episodes_used=status.episodes_used,
-            episodes_left=status.episodes_left,
-            submissions_left=status.submissions_left,
+            episodes_used=result.episodes_used,
+            episodes_left=result.episodes_left,
+            submissions_left=result.submissions_left,
             policy_failures=result.policy_failures,
             feedback_path=result.feedback_path,
         )

@@ -34,7 +34,7 @@ from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run import agent_container
 from orchestrator.run.host import RunHost, evaluate_on
 from orchestrator.run.instructions import render_instructions
-from orchestrator.run.spec import RunSpec
+from orchestrator.run.spec import CommandAgent, RunSpec
 from orchestrator.runtimes.episode_loop import EpisodeLimits
 
 Notify = Callable[[str, dict[str, Any]], None]
@@ -61,6 +61,13 @@ def budget_of(spec: RunSpec) -> Budget:
         finish_policy=spec.budget.finish,
         max_candidates=spec.validation.max_candidates,
     )
+
+
+def _agent_image(spec: RunSpec, built_agent_base: str) -> str:
+    """The agent's image: ours for the built-in agents and for a command agent naming "agent-base"."""
+    if isinstance(spec.agent, CommandAgent) and spec.agent.image != "agent-base":
+        return spec.agent.image
+    return built_agent_base
 
 
 def sandbox_limits(spec: RunSpec) -> SandboxLimits:
@@ -168,7 +175,7 @@ class RunDriver:
             plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records)
             user = agent_container.hand_workspace_to_agent(records)
             container_spec = agent_container.agent_spec(
-                image=spec.agent.image if spec.agent.kind == "command" else image, spec=spec, records=records,
+                image=_agent_image(spec, image), spec=spec, records=records,
                 labels=labels, user=user, token=token, plan_dir=plan_dir, memory_bytes=parse_bytes(spec.limits.agent_memory),
             )
             write_json(records.agent / "invocation.json", {

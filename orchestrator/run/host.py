@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,6 +33,9 @@ class SubmitResult:
     score: float
     policy_failures: int
     feedback_path: str
+    episodes_used: int
+    episodes_left: int
+    submissions_left: int
 
 
 def evaluate_on(sandbox: EpisodeSandbox, program: Program, episodes: list[PlannedEpisode]) -> EvaluationFeedback:
@@ -92,10 +96,12 @@ class RunHost:
         self._notify("submission_started", {"id": view.id, "episodes": len(view.indices)})
         try:
             feedback = evaluate_on(self._sandbox, program, [self._pool[i] for i in view.indices])
-        except InfrastructureError as exc:
-            self._void(view, exc)
-            raise RequestRejected(SessionError.INTERNAL, f"the evaluation failed on the Host's side ({exc.code.value}); nothing was spent") from None
-        return self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
+            return self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
+        except Exception as exc:  # any fault of the Host's side: refund, keep the evidence, answer with a code
+            if self._state.in_flight() == view.id:
+                self._void(view, exc)
+            code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
+            raise RequestRejected(SessionError.INTERNAL, f"the evaluation failed on the Host's side ({code}); nothing was spent") from None
 
     def finish(self, candidates: list[str]) -> tuple[str, ...]:
         chosen = self._state.finish(candidates)
@@ -116,11 +122,16 @@ class RunHost:
         })
         self._publish(view.id, document, directory)
         failures = sum(1 for e in document["episodes"] if e["failure"])
+        # Taken while the Submission is still in flight, so no other can be admitted
+        # in between: the budget exactly as this Submission left it.
+        budget = self._state.status()
         self._state.complete(view.id, document["score"], failures)
         self._records.append_event(SessionEvent.SUBMISSION_COMPLETED.value, id=view.id, score=document["score"], policy_failures=failures)
         self._notify("submission_completed", {"id": view.id, "score": document["score"], "status": self._state.status()})
         return SubmitResult(submission_id=view.id, program_digest=digest, score=document["score"],
-                            policy_failures=failures, feedback_path=self.feedback_path(view.id))
+                            policy_failures=failures, feedback_path=self.feedback_path(view.id),
+                            episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
+                            submissions_left=budget.submissions_left)
 
     def _publish(self, submission_id: str, document: dict[str, Any], record_dir) -> None:
         target = self._records.published_feedback(submission_id)
@@ -128,11 +139,13 @@ class RunHost:
             shutil.copytree(record_dir / "artifacts", target / "artifacts", dirs_exist_ok=True)
         write_json(target / "feedback.json", document)
 
-    def _void(self, view: SubmissionView, exc: InfrastructureError) -> None:
+    def _void(self, view: SubmissionView, exc: Exception) -> None:
         self._state.void(view.id)
-        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{exc.evidence}".encode())
-        self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=view.id, reason=exc.code.value)
-        self._notify("submission_voided", {"id": view.id, "reason": exc.message})
+        evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
+        reason = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
+        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{evidence}".encode())
+        self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=view.id, reason=reason)
+        self._notify("submission_voided", {"id": view.id, "reason": str(exc)})
 
     def recover_in_flight(self) -> str | None:
         """After a crash: complete the in-flight Submission from its record, or void it (refund)."""

@@ -36,7 +36,7 @@ class HillClimbAgent(_Strict):
 
 class CommandAgent(_Strict):
     kind: Literal["command"]
-    image: str = Field(description="Agent image (must provide epg-session or speak the Host API).")
+    image: str = Field(description="Agent image (must provide epg-session or speak the Host API); 'agent-base' is the built one.")
     argv: list[str] = Field(min_length=1)
     environment: dict[str, str] = Field(default_factory=dict)
 

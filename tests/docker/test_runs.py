@@ -1,0 +1,196 @@
+"""Program-evolution Runs end to end: records, the agent container's walls, resume after SIGKILL, the example."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.backends.labels import selector
+from orchestrator.kernel.program import capture_program
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = REPO / "environments" / "cartpole" / "baseline"
+
+STEADY = '''
+class Policy:
+    def act(self, observation):
+        return 1 if observation[2] + 0.5 * observation[3] > 0 else 0
+
+def make_policy(context):
+    return Policy()
+'''
+
+
+def run_cli(args: list[str], scope: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
+        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout,
+    )
+
+
+def write_spec(path: Path, **spec) -> Path:
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+SMALL = {
+    "benchmark": "CartPole-v1",
+    "budget": {"episodes": 24, "max_submissions": 8, "pool_size": 8},
+    "validation": {"episodes": 4, "max_candidates": 2},
+    "assessment": {"episodes": 4},
+}
+
+
+def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program, scope):
+    steady = write_program(STEADY)
+    spec = write_spec(tmp_path / "spec.yaml", **SMALL, agent={
+        "kind": "scripted",
+        "steps": [{"program": str(BASELINE), "episodes": "0:4"}, {"program": str(steady), "episodes": "0:2,5"}],
+        "finish": "all",
+    })
+    run_dir = tmp_path / "run"
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads(result.stdout)
+    assert manifest["terminal_reason"] == "finished"
+    steady_digest = capture_program(steady).digest
+    assert manifest["final"] == {"submission_id": "s0002", "program_digest": steady_digest, "is_initial_program": False}
+    assert manifest["validation"]["candidates"] == ["s0001", "s0002"]
+    assert manifest["assessment"]["score"] == 500.0
+    assert manifest["assessment"]["initial_program_score"] < 500.0
+
+    expected = {"s0001": (capture_program(BASELINE).digest, "0:4", 4), "s0002": (steady_digest, "0:2,5", 3)}
+    for submission_id, (digest, selector_text, count) in expected.items():
+        record = json.loads((run_dir / "submissions" / submission_id / "record.json").read_text())
+        assert (record["program_digest"], record["selector"], len(record["indices"])) == (digest, selector_text, count)
+        published = json.loads((run_dir / "workspace" / "feedback" / submission_id / "feedback.json").read_text())
+        assert published == record["feedback"]
+        assert [e["index"] for e in published["episodes"]] == record["indices"]
+        assert (run_dir / "programs" / digest.removeprefix("sha256:") / "policy.py").exists()
+    assert json.loads((run_dir / "validation.json").read_text())["selected"] == "s0002"
+    assessment = json.loads((run_dir / "assessment.json").read_text())
+    assert len(assessment["episodes"]) == 4 and assessment["program_digest"] == steady_digest
+    kinds = [e["type"] for e in events(run_dir)]
+    for kind in ("created", "agent_started", "submission_admitted", "submission_completed", "finished", "validation_done", "assessment_done"):
+        assert kind in kinds
+    assert (run_dir / "private" / "pool.json").exists()
+    assert (run_dir / "workspace" / "TASK.md").read_text().count("0:8,12,20:24") == 1
+    assert "s0001" in (run_dir / "agent" / "stdout.log").read_text()
+    # Hidden material never reaches the agent's side.
+    pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
+    workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
+    assert not any(payload in workspace_text for payload in pool_payloads)
+
+
+AGENT_PROBE = r'''
+import json, os, socket, subprocess
+facts = {}
+facts["interfaces"] = sorted(os.listdir("/sys/class/net"))
+facts["routes"] = [l.split()[0] for l in open("/proc/net/route").read().splitlines()[1:] if l.strip()]
+try:
+    socket.getaddrinfo("example.invalid", 80)
+    facts["resolver"] = True
+except OSError:
+    facts["resolver"] = False
+facts["docker_socket"] = any(os.path.exists(p) for p in ("/var/run/docker.sock", "/run/docker.sock"))
+for module in ("gymnasium", "epg_env_cartpole", "orchestrator.sdk", "orchestrator.runtimes.runner"):
+    try:
+        __import__(module)
+        facts[module] = True
+    except ImportError:
+        facts[module] = False
+facts["private_visible"] = any(os.path.exists(p) for p in ("/workspace/private", "/workspace/../private", "/epg/private", "/run/private"))
+facts["pool_anywhere"] = subprocess.run(["sh", "-c", "grep -rl policy_seed / --include=*.json 2>/dev/null | grep -v ^/proc | head -1"], capture_output=True, text=True).stdout.strip()
+try:
+    open("/workspace/feedback/x", "w").write("x")
+    facts["feedback_writable"] = True
+except OSError:
+    facts["feedback_writable"] = False
+open("/workspace/program/scratch.txt", "w").write("ok")
+facts["program_writable"] = True
+facts["uid"] = os.getuid()
+facts["status"] = json.loads(subprocess.run(["epg-session", "status"], capture_output=True, text=True).stdout)["pool_size"]
+json.dump(facts, open("/workspace/analysis/facts.json", "w"))
+'''
+
+
+def test_agent_container_has_only_the_host_api(tmp_path, scope):
+    spec = write_spec(tmp_path / "spec.yaml", **SMALL, agent={"kind": "command", "image": "agent-base", "argv": ["python3", "-c", AGENT_PROBE]})
+    run_dir = tmp_path / "run"
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    facts = json.loads((run_dir / "workspace" / "analysis" / "facts.json").read_text())
+    assert facts["interfaces"] == ["lo"] and facts["routes"] == [] and facts["resolver"] is False
+    assert facts["docker_socket"] is False
+    assert not any(facts[m] for m in ("gymnasium", "epg_env_cartpole", "orchestrator.sdk", "orchestrator.runtimes.runner"))
+    assert facts["private_visible"] is False and facts["pool_anywhere"] == ""
+    assert facts["feedback_writable"] is False and facts["program_writable"] is True
+    assert facts["uid"] != 0
+    assert facts["status"] == 8  # the Host API is reachable through epg-session
+    manifest = json.loads(result.stdout)
+    assert manifest["terminal_reason"] == "agent_exited" and manifest["final"] is None
+
+
+def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_program, engine, scope):
+    steps = [{"program": str(BASELINE), "episodes": "0:4"} for _ in range(5)]
+    spec = write_spec(tmp_path / "spec.yaml", **{**SMALL, "budget": {"episodes": 40, "max_submissions": 8, "pool_size": 8}},
+                      agent={"kind": "scripted", "steps": steps, "finish": "all"})
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli.app", "run", str(spec), "-o", str(run_dir), "--json"],
+        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if (run_dir / "events.jsonl").exists() and sum(e["type"] == "submission_completed" for e in events(run_dir)) >= 2:
+            break
+        time.sleep(0.1)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = events(run_dir)
+    completed_before = {e["id"] for e in before if e["type"] == "submission_completed"}
+    assert len(completed_before) >= 2
+    owner = next(e["owner"] for e in before if e["type"] == "started")
+    assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}), "the killed run left its containers"
+
+    result = run_cli(["run", "--resume", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads(result.stdout)
+    after = events(run_dir)
+    completed = [e for e in after if e["type"] == "submission_completed"]
+    voided = {e["id"] for e in after if e["type"] == "submission_voided"}
+    admitted = {e["id"]: e for e in after if e["type"] == "submission_admitted"}
+    # Five scripted Submissions of four Episodes completed, each exactly once.
+    assert len(completed) == 5 and len({e["id"] for e in completed}) == 5
+    spent = sum(len(admitted[e["id"]]["indices"]) for e in completed)
+    assert spent == 20
+    assert set(admitted) == {e["id"] for e in completed} | voided
+    # Nothing published before the kill was lost, and the agent was restarted with its workspace.
+    for submission_id in completed_before:
+        assert (run_dir / "workspace" / "feedback" / submission_id / "feedback.json").exists()
+    assert [e["attempt"] for e in after if e["type"] == "agent_started"] == [1, 2]
+    assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
+    assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}) == []
+
+
+def test_example_hill_climb_improves_on_its_starting_program(tmp_path, scope):
+    run_dir = tmp_path / "run"
+    result = run_cli(["run", "examples/cartpole.yaml", "-o", str(run_dir), "--json"], scope, timeout=900)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads(result.stdout)
+    assert manifest["terminal_reason"] == "finished"
+    assert manifest["final"]["is_initial_program"] is False
+    assert manifest["assessment"]["score"] > manifest["assessment"]["initial_program_score"] + 50
