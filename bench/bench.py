@@ -1,4 +1,4 @@
-"""Throughput benchmark of the Episode sandbox on CartPole-v1 (`make bench`).
+"""Throughput benchmark of the Episode sandbox on CartPole-v1 (`make bench`): warm pool, cold start, local reference.
 
 Prints, for each figure, the value and how it was measured. All figures of
 one invocation come from the same machine state, so ratios are meaningful
@@ -18,7 +18,7 @@ from pathlib import Path
 from epg.v1 import runner_pb2
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
@@ -53,77 +53,101 @@ def write_program(root: Path, name: str, source: str) -> Path:
 
 
 def report(label: str, value: float, unit: str, note: str = "") -> None:
-    print(f"{label:<58} {value:>10.2f} {unit:<12} {note}", flush=True)
+    print(f"{label:<60} {value:>9.2f} {unit:<11} {note}", flush=True)
 
 
-def sandbox_figures(sandbox: DockerSandbox, balancing: Path, left: Path, episodes: int) -> dict[str, float]:
-    figures = {}
-    for name, directory in (("balancing", balancing), ("always-left", left)):
-        program = capture_program(directory)
-        began = time.perf_counter()
-        evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=episodes)
-        wall = time.perf_counter() - began
-        outcomes = evaluation.feedback.episodes
-        steps = sum(o.steps for o in outcomes)
-        assert all(o.failure is None for o in outcomes), [o.reason for o in outcomes if o.failure]
-        figures[f"{name}.eps"] = episodes / wall
-        figures[f"{name}.steps"] = steps / episodes
-        figures[f"{name}.us_per_step"] = sum(o.loop_seconds for o in outcomes) / steps * 1e6
-        figures[f"{name}.policy_us"] = sum(o.policy_seconds for o in outcomes) / steps * 1e6
-        figures[f"{name}.env_us"] = sum(o.environment_seconds for o in outcomes) / steps * 1e6
-    return figures
+def timed_batch(sandbox: DockerSandbox, program_dir: Path, episodes: int) -> tuple[float, list]:
+    program = capture_program(program_dir)
+    began = time.perf_counter()
+    evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=episodes)
+    wall = time.perf_counter() - began
+    outcomes = evaluation.feedback.episodes
+    assert all(o.failure is None for o in outcomes), [o.reason for o in outcomes if o.failure]
+    return episodes / wall, list(outcomes)
 
 
-def local_figures(benchmark_entry: str, balancing: Path, left: Path, episodes: int) -> dict[str, float]:
+def idle_container_memory(engine: DockerEngine, sandbox: DockerSandbox) -> float:
+    """Memory (MiB) charged to one pooled container waiting for its Episode."""
+    containers = engine.client.containers.list(filters={"label": [f"org.evopolicygym.session={sandbox.labels.session}", "org.evopolicygym.role=policy"]})
+    usages = []
+    for container in containers[:4]:
+        stats = container.stats(stream=False)["memory_stats"]
+        usage = stats.get("usage", 0) - stats.get("stats", {}).get("cache", 0)
+        usages.append(usage / 2**20)
+    return sum(usages) / len(usages) if usages else float("nan")
+
+
+def local_rate(entry: str, program_dir: Path, episodes: int) -> tuple[float, list]:
     from orchestrator.runtimes.runner import load_benchmark
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "environments" / "cartpole"))
-    benchmark = load_benchmark(benchmark_entry)
-    figures = {}
-    limits = EpisodeLimits()
-    for name, directory in (("balancing", balancing), ("always-left", left)):
-        payloads = benchmark.plan("train", 0, episodes)
-        began = time.perf_counter()
-        records = [
-            run_local_episode(benchmark, runner_pb2.EpisodeSpec(split="train", index=i, payload=p), directory, 0, limits)
-            for i, p in enumerate(payloads)
-        ]
-        wall = time.perf_counter() - began
-        steps = sum(r.steps for r in records)
-        figures[f"{name}.eps"] = episodes / wall
-        figures[f"{name}.us_per_step"] = sum(r.loop_seconds for r in records) / steps * 1e6
-    return figures
+    benchmark = load_benchmark(entry)
+    payloads = benchmark.plan("train", 0, episodes)
+    began = time.perf_counter()
+    records = [
+        run_local_episode(benchmark, runner_pb2.EpisodeSpec(split="train", index=i, payload=p), program_dir, 0, EpisodeLimits())
+        for i, p in enumerate(payloads)
+    ]
+    return episodes / (time.perf_counter() - began), records
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=16, help="Episodes per measurement")
+    parser.add_argument("--episodes", type=int, default=64, help="Episodes per figure")
+    parser.add_argument("--concurrency", type=int, default=0, help="lanes (0: one per CPU)")
+    parser.add_argument("--starters", type=int, default=4, help="parallel container starts")
     args = parser.parse_args()
+    n = args.episodes
 
     engine = DockerEngine.connect()
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
     package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
     tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
     images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
+    tuning = SandboxTuning(concurrency=args.concurrency, pool_size=n, starters=args.starters)
+
+    def labels() -> LabelSet:
+        return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope="bench")
 
     with tempfile.TemporaryDirectory(prefix="epg-bench-") as tmp:
         root = Path(tmp)
         balancing = write_program(root, "balancing", BALANCING)
         left = write_program(root, "always-left", ALWAYS_LEFT)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope="bench")
-        print(f"CartPole-v1, {args.episodes} Episodes per figure, one fresh policy container per Episode\n")
-        with DockerSandbox(engine, images, labels=labels) as sandbox:
-            boxed = sandbox_figures(sandbox, balancing, left, args.episodes)
-        local = local_figures(entry, balancing, left, args.episodes)
+        print(f"CartPole-v1, {n} Episodes per figure, {tuning.lanes()} lanes, one fresh policy container per Episode\n", flush=True)
 
-    report("500-step Episodes: us per step, all in (sandbox)", boxed["balancing.us_per_step"], "us/step",
-           f"policy {boxed['balancing.policy_us']:.1f} + env {boxed['balancing.env_us']:.1f} + runner rest")
-    report("500-step Episodes: us per step (plain local process)", local["balancing.us_per_step"], "us/step")
-    report("500-step Episodes per second (sandbox)", boxed["balancing.eps"], "Episodes/s")
-    report("500-step Episodes per second (plain local process)", local["balancing.eps"], "Episodes/s")
-    report(f"~{boxed['always-left.steps']:.0f}-step Episodes per second (sandbox)", boxed["always-left.eps"], "Episodes/s")
-    report(f"~{boxed['always-left.steps']:.0f}-step Episodes per second (plain local process)", local["always-left.eps"], "Episodes/s")
-    report("isolation overhead, 500-step Episodes (local/sandbox rate)", local["balancing.eps"] / boxed["balancing.eps"], "x")
+        with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
+            sandbox.pool.wait_until_settled(600)
+            memory = idle_container_memory(engine, sandbox)
+            warm_long, outcomes = timed_batch(sandbox, balancing, n)
+            sandbox.pool.wait_until_settled(600)
+            warm_short, short_outcomes = timed_batch(sandbox, left, n)
+        steps = sum(o.steps for o in outcomes)
+        us_step = sum(o.loop_seconds for o in outcomes) / steps * 1e6
+        policy_us = sum(o.policy_seconds for o in outcomes) / steps * 1e6
+        env_us = sum(o.environment_seconds for o in outcomes) / steps * 1e6
+        short_steps = sum(o.steps for o in short_outcomes) / n
+
+        with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
+            cold_long, _ = timed_batch(sandbox, balancing, n)
+        with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
+            cold_short, _ = timed_batch(sandbox, left, n)
+
+        local_long, local_records = local_rate(entry, balancing, n)
+        local_short, _ = local_rate(entry, left, n)
+        local_us = sum(r.loop_seconds for r in local_records) / sum(r.steps for r in local_records) * 1e6
+
+    report("warm pool: 500-step Episodes per second", warm_long, "Episodes/s", "(target >= 17)")
+    report(f"warm pool: ~{short_steps:.0f}-step Episodes per second", warm_short, "Episodes/s", "(target >= 16)")
+    report("cold start: 500-step Episodes per second", cold_long, "Episodes/s", "(target >= 5.7)")
+    report(f"cold start: ~{short_steps:.0f}-step Episodes per second", cold_short, "Episodes/s")
+    report("us per step, all in, 500-step Episodes (sandbox)", us_step, "us/step",
+           f"(target < 60; policy {policy_us:.1f} + env {env_us:.1f} + runner rest)")
+    report("plain local process: 500-step Episodes per second", local_long, "Episodes/s")
+    report(f"plain local process: ~{short_steps:.0f}-step Episodes per second", local_short, "Episodes/s")
+    report("plain local process: us per step, 500-step Episodes", local_us, "us/step")
+    report("isolation overhead, 500-step (local rate / warm sandbox rate)", local_long / warm_long, "x", "(< 1: the sandbox is faster)")
+    report(f"isolation overhead, ~{short_steps:.0f}-step (local rate / warm sandbox rate)", local_short / warm_short, "x")
+    report("memory of one idle pooled container", memory, "MiB")
     return 0
 
 

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 from orchestrator.backends.engine import DockerEngine, ReapReport
 from orchestrator.backends.labels import OWNER, LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 
@@ -23,6 +23,7 @@ Progress = Callable[[str], None]
 class SandboxOptions:
     benchmark: str
     limits: SandboxLimits = SandboxLimits()
+    tuning: SandboxTuning = SandboxTuning()
     scope: str = ""
     base: str = "auto"
     environments: list[Path] | None = field(default=None)
@@ -71,5 +72,5 @@ def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: N
     results = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
     images = SandboxImages(environment=results[package.image], policy_runtime=results["policy-runtime"], benchmark_entry=entry)
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
-    with DockerSandbox(engine, images, options.limits, labels) as sandbox:
+    with DockerSandbox(engine, images, options.limits, labels, tuning=options.tuning) as sandbox:
         yield sandbox

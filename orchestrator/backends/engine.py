@@ -122,7 +122,7 @@ class DockerEngine:
         except APIError as exc:
             if "already in progress" in str(exc):
                 return True
-            log.warning("could not remove container %s: %s", container.short_id, exc)
+            log.warning("could not remove container %s: %s", container.id[:12], exc)
             return False
         return True
 
@@ -130,7 +130,8 @@ class DockerEngine:
         """Remove every container, network and volume matching all label_filters."""
         report = ReapReport()
         filters = {"label": label_filters}
-        for container in self.client.containers.list(all=True, filters=filters):
+        # sparse: no inspect per container, which would race with removals elsewhere
+        for container in self.client.containers.list(all=True, filters=filters, sparse=True):
             if self.remove(container):
                 report.containers += 1
             else:
@@ -151,5 +152,5 @@ class DockerEngine:
 
     def owners(self, label_filters: list[str], owner_label: str) -> set[str]:
         """Return the owner label values of matching containers."""
-        containers = self.client.containers.list(all=True, filters={"label": label_filters})
-        return {c.labels.get(owner_label, "") for c in containers}
+        containers = self.client.containers.list(all=True, filters={"label": label_filters}, sparse=True)
+        return {(c.attrs.get("Labels") or {}).get(owner_label, "") for c in containers}

@@ -1,4 +1,10 @@
-"""The Docker Episode sandbox: one environment runner container, one fresh policy container per Episode."""
+"""The Docker Episode sandbox: runner lanes, each pinned to a CPU, and single-use policy containers.
+
+A lane is one environment runner container (one process: no GIL shared
+between lanes) with its own exchange directory; its policy containers run on
+the same CPU. Episodes of a batch are spread over the lanes and their results
+returned in job order, so Feedback does not depend on the concurrency.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +15,22 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Callable, Sequence
 
 import grpc
-from docker.models.containers import Container
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
 from orchestrator.backends.container_spec import BindMount, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
+from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError, RunnerOutcome
 from orchestrator.kernel.outcomes import ContainerExit, EpisodeOutcome, classify_episode
-from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, PlannedEpisode
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program
 from orchestrator.kernel.seeds import policy_seed
 from orchestrator.protocol import values
@@ -36,7 +44,12 @@ IO_MOUNT = "/epg/io"
 PROGRAM_MOUNT = "/epg/program"
 EXCHANGE_MOUNT = "/exchange"
 RUNNER_READY_S = 60.0
-EXIT_WAIT_S = 5.0
+EXIT_WAIT_S = 3.0
+
+
+def default_concurrency() -> int:
+    """One lane per CPU this process may use."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,12 +59,24 @@ class SandboxLimits:
     memory_bytes: int = 512 * 1024 * 1024
     cpus: float = 1.0
     pids: int = 64
-    # Pin the runner and its policy containers to one CPU. The runner and the
-    # policy take turns (a step is a ping-pong), and on one CPU the kernel hands
-    # over directly instead of waking an idle CPU: about half the step latency.
-    pin_cpu: bool = True
     tmpfs_bytes: int = 64 * 1024 * 1024
     episode: EpisodeLimits = EpisodeLimits()
+    # Pin each lane's runner and its policy containers to one CPU. A step is a
+    # ping-pong; on one CPU the kernel hands over directly instead of waking an
+    # idle CPU: about half the step latency.
+    pin_cpu: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxTuning:
+    """Throughput settings. concurrency 0 means one lane per CPU; pool_size 0 disables pre-starting."""
+
+    concurrency: int = 0
+    pool_size: int = 16
+    starters: int = 2
+
+    def lanes(self) -> int:
+        return self.concurrency or default_concurrency()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +86,23 @@ class SandboxImages:
     benchmark_entry: str
 
 
+@dataclass(slots=True, kw_only=True)
+class _Lane:
+    index: int
+    cpu: str
+    exchange: Path
+    runner: Any = None
+    channel: grpc.Channel | None = None
+    stub: runner_pb2_grpc.EnvironmentRunnerStub | None = None
+
+
 class DockerSandbox:
     """Implements the kernel's EpisodeSandbox with the Docker engine.
 
-    Use as a context manager: entering starts the environment runner
-    container; leaving stops it and reaps every container of this session by
-    label, whatever happened. The lock guards the slot counter only.
+    Use as a context manager: entering starts the runner lanes and the
+    container pool; leaving drains the pool, stops the runners and reaps every
+    container of this session by label, whatever happened. The lock guards the
+    slot counter only.
     """
 
     def __init__(
@@ -76,31 +112,46 @@ class DockerSandbox:
         limits: SandboxLimits = SandboxLimits(),
         labels: LabelSet | None = None,
         workdir: Path | None = None,
+        tuning: SandboxTuning = SandboxTuning(),
     ) -> None:
         self._engine = engine
         self._images = images
         self._limits = limits
+        self._tuning = tuning
         self._labels = labels or LabelSet(session=secrets.token_hex(6), owner="")
         self._root = Path(tempfile.mkdtemp(prefix="epg-", dir=workdir))
         os.chmod(self._root, 0o755)
-        self._exchange = self._root / "exchange"
         self._programs = self._root / "programs"
         self._lock = threading.Lock()
         self._counter = 0
-        self._cpuset = str(max(os.sched_getaffinity(0))) if limits.pin_cpu else ""
-        self._runner: Container | None = None
-        self._channel: grpc.Channel | None = None
-        self._stub: runner_pb2_grpc.EnvironmentRunnerStub | None = None
+        cpus = sorted(os.sched_getaffinity(0), reverse=True)
+        self._lanes = [
+            _Lane(index=i, cpu=str(cpus[i % len(cpus)]) if limits.pin_cpu else "", exchange=self._root / f"lane{i}")
+            for i in range(tuning.lanes())
+        ]
+        self._pool: ContainerPool | None = None
 
     @property
     def labels(self) -> LabelSet:
         return self._labels
 
+    @property
+    def pool(self) -> ContainerPool:
+        assert self._pool is not None, "use DockerSandbox as a context manager"
+        return self._pool
+
     # lifecycle ---------------------------------------------------------------
 
     def __enter__(self) -> DockerSandbox:
         try:
-            self._start_runner()
+            self._programs.mkdir(mode=0o755)
+            os.chmod(self._programs, 0o755)
+            with ThreadPoolExecutor(max_workers=len(self._lanes)) as starting:
+                list(starting.map(self._start_runner, self._lanes))
+            self._pool = ContainerPool(
+                lanes=len(self._lanes), size=self._tuning.pool_size, starters=self._tuning.starters,
+                start_slot=self._start_slot, destroy=self._destroy_slot,
+            )
         except BaseException:
             self.close()
             raise
@@ -110,19 +161,22 @@ class DockerSandbox:
         self.close()
 
     def close(self) -> None:
-        """Stop the runner, reap every container of this session, remove the work directory."""
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        """Drain the pool, stop the runners, reap every container of this session, remove the work directory."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        for lane in self._lanes:
+            if lane.channel is not None:
+                lane.channel.close()
+                lane.channel = None
         report = self._engine.reap(selector(session=self._labels.session))
         for error in report.errors:
             log.error("leaked after reaping: %s", error)
         shutil.rmtree(self._root, ignore_errors=True)
 
-    def _start_runner(self) -> None:
-        for directory in (self._exchange, self._programs):
-            directory.mkdir(mode=0o755)
-            os.chmod(directory, 0o755)
+    def _start_runner(self, lane: _Lane) -> None:
+        lane.exchange.mkdir(mode=0o755)
+        os.chmod(lane.exchange, 0o755)
         spec = ContainerSpec(
             image=self._images.environment,
             # -O: Benchmarks validate actions before the simulator sees them, so
@@ -130,49 +184,49 @@ class DockerSandbox:
             command=("python3", "-O", "-m", "orchestrator.runtimes.runner", "--entry", self._images.benchmark_entry, "--exchange", EXCHANGE_MOUNT),
             labels=self._labels.for_role("runner"),
             user=f"{os.getuid()}:{os.getgid()}",
-            mounts=(BindMount(source=str(self._exchange), target=EXCHANGE_MOUNT, read_only=False),),
+            mounts=(BindMount(source=str(lane.exchange), target=EXCHANGE_MOUNT, read_only=False),),
             memory_bytes=2 * 1024 * 1024 * 1024,
             nano_cpus=0,
-            cpuset_cpus=self._cpuset,
+            cpuset_cpus=lane.cpu,
             pids_limit=256,
             hostname="runner",
+            name=f"epg-runner-{self._labels.session}-{lane.index}",
         )
-        self._runner = self._engine.start(spec)
-        socket_path = self._exchange / "runner.sock"
+        lane.runner = self._engine.start(spec)
+        socket_path = lane.exchange / "runner.sock"
         deadline = time.monotonic() + RUNNER_READY_S
         while not socket_path.exists():
-            self._runner_alive_or_raise()
+            self._runner_alive_or_raise(lane)
             if time.monotonic() > deadline:
-                raise self._runner_error("the environment runner did not open its socket in time")
+                raise self._runner_error(lane, "the environment runner did not open its socket in time")
             time.sleep(0.02)
-        self._channel = grpc.insecure_channel(f"unix:{socket_path}")
-        self._stub = runner_pb2_grpc.EnvironmentRunnerStub(self._channel)
+        lane.channel = grpc.insecure_channel(f"unix:{socket_path}")
+        lane.stub = runner_pb2_grpc.EnvironmentRunnerStub(lane.channel)
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=max(1.0, deadline - time.monotonic()))
+            grpc.channel_ready_future(lane.channel).result(timeout=max(1.0, deadline - time.monotonic()))
         except grpc.FutureTimeoutError:
-            raise self._runner_error("the environment runner did not answer in time") from None
+            raise self._runner_error(lane, "the environment runner did not answer in time") from None
 
-    def _runner_alive_or_raise(self) -> None:
-        assert self._runner is not None
-        self._runner.reload()
-        if self._runner.status in ("exited", "dead"):
-            raise self._runner_error("the environment runner exited during start-up")
+    def _runner_alive_or_raise(self, lane: _Lane) -> None:
+        running, _ = self._engine.state(lane.runner)
+        if not running:
+            raise self._runner_error(lane, "the environment runner exited during start-up")
 
-    def _runner_error(self, message: str, detail: str = "") -> InfrastructureError:
-        logs = self._engine.logs_tail(self._runner, 16 * 1024).decode("utf-8", "replace") if self._runner else ""
+    def _runner_error(self, lane: _Lane, message: str, detail: str = "") -> InfrastructureError:
+        logs = self._engine.logs_tail(lane.runner, 16 * 1024).decode("utf-8", "replace") if lane.runner else ""
         return InfrastructureError(InfraErrorCode.RUNNER_FAILED, message, evidence=f"{detail}\n--- runner log tail ---\n{logs}")
 
-    def _call(self, method: str, request: object, timeout: float) -> object:
-        assert self._stub is not None, "use DockerSandbox as a context manager"
+    def _call(self, lane: _Lane, method: str, request: object, timeout: float) -> Any:
+        assert lane.stub is not None, "use DockerSandbox as a context manager"
         try:
-            return getattr(self._stub, method)(request, timeout=timeout)
+            return getattr(lane.stub, method)(request, timeout=timeout)
         except grpc.RpcError as exc:
-            raise self._runner_error(f"the environment runner failed in {method}: {exc.code().name}", exc.details() or "") from None
+            raise self._runner_error(lane, f"the environment runner failed in {method}: {exc.code().name}", exc.details() or "") from None
 
     # EpisodeSandbox ----------------------------------------------------------
 
     def describe(self) -> BenchmarkInfo:
-        d = self._call("Describe", runner_pb2.DescribeRequest(), 30)
+        d = self._call(self._lanes[0], "Describe", runner_pb2.DescribeRequest(), 30)
         return BenchmarkInfo(
             id=d.id,
             description=d.description,
@@ -187,33 +241,81 @@ class DockerSandbox:
         )
 
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
-        response = self._call("PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
+        response = self._call(self._lanes[0], "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
         return [
             PlannedEpisode(split=e.split, index=e.index, payload=e.payload, policy_seed=policy_seed(seed, e.split, e.index))
             for e in response.episodes
         ]
 
-    def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
-        slot = self._new_slot()
-        io_dir = self._exchange / slot
-        program_dir = self._programs / slot
-        io_dir.mkdir(mode=0o755)
-        os.chmod(io_dir, 0o755)
-        program.write_to(program_dir)
-        container: Container | None = None
+    def run_episodes(
+        self, jobs: Sequence[EpisodeJob], on_episode: Callable[[EpisodeOutcome], None] | None = None
+    ) -> list[EpisodeOutcome]:
+        """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
+        results: list[EpisodeOutcome | None] = [None] * len(jobs)
+        cursor = iter(range(len(jobs)))
+        cursor_lock = threading.Lock()
+        failure: list[BaseException] = []
+
+        def lane_worker(lane: _Lane) -> None:
+            while not failure:
+                with cursor_lock:
+                    index = next(cursor, None)
+                if index is None:
+                    return
+                try:
+                    results[index] = self._run_on_lane(lane, jobs[index])
+                except BaseException as exc:
+                    failure.append(exc)
+                    return
+                if on_episode is not None:
+                    on_episode(results[index])
+
+        self.pool.begin_batch(len(jobs))
         try:
-            self._call("PrepareSlot", runner_pb2.PrepareSlotRequest(slot=slot), 30)
-            container = self._engine.start(self._policy_spec(slot, io_dir, program_dir))
-            limits = self._limits.episode
+            lanes = self._lanes[: max(1, min(len(self._lanes), len(jobs)))]
+            threads = [threading.Thread(target=lane_worker, args=(lane,), name=f"epg-lane-{lane.index}") for lane in lanes]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            self.pool.end_batch()
+        if failure:
+            raise failure[0]
+        return [outcome for outcome in results if outcome is not None]
+
+    def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
+        """Run one Episode (a batch of one)."""
+        (outcome,) = self.run_episodes([EpisodeJob(episode=episode, program=program)])
+        return outcome
+
+    def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
+        request = runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
+        response = self._call(self._lanes[0], "BuildFeedback", request, 120)
+        return EvaluationFeedback(
+            score=response.score,
+            values=values.decode(response.values) or {},
+            artifacts={a.name: a.data for a in response.artifacts},
+            episodes=tuple(outcomes),
+        )
+
+    # one Episode on one lane ----------------------------------------------------
+
+    def _run_on_lane(self, lane: _Lane, job: EpisodeJob) -> EpisodeOutcome:
+        slot = self.pool.take(lane.index)
+        episode, limits = job.episode, self._limits.episode
+        outcome = None
+        try:
+            job.program.write_to(slot.program_dir)  # visible read-only inside the waiting container
             request = runner_pb2.RunEpisodeRequest(
-                slot=slot,
+                slot=slot.name,
                 episode=runner_pb2.EpisodeSpec(split=episode.split, index=episode.index, payload=episode.payload),
                 policy_seed=episode.policy_seed,
                 limits=limits.to_proto(),
                 program_dir=PROGRAM_MOUNT,
             )
             budget = limits.startup_deadline_s * 2 + limits.episode_deadline_s + 60
-            record = self._call("RunEpisode", request, budget)
+            record = self._call(lane, "RunEpisode", request, budget)
             outcome = OUTCOMES[record.outcome]
             if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
                 raise InfrastructureError(
@@ -221,12 +323,11 @@ class DockerSandbox:
                     f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
                     evidence=record.traceback,
                 )
-            exit_status = None
-            tail = record.output_tail
+            exit_status, tail = None, record.output_tail
             if outcome is not RunnerOutcome.COMPLETED:
-                exit_status = self._engine.exit_of(container, EXIT_WAIT_S)
+                exit_status = self._exit_of(slot, outcome)
                 if not tail:
-                    tail = self._engine.logs_tail(container, limits.output_tail_bytes)
+                    tail = self._engine.logs_tail(slot.container, limits.output_tail_bytes)
             verdict = classify_episode(outcome, record.message, exit_status)
             return EpisodeOutcome(
                 index=episode.index,
@@ -246,48 +347,61 @@ class DockerSandbox:
                 summary=values.decode(record.summary) or {},
             )
         finally:
-            if container is not None and not self._engine.remove(container):
-                log.error("policy container %s could not be removed; `epg-orchestrate gc` will reap it", container.short_id)
-            shutil.rmtree(program_dir, ignore_errors=True)
-            shutil.rmtree(io_dir, ignore_errors=True)
+            if outcome is not RunnerOutcome.COMPLETED:
+                self._engine.kill(slot.container)  # a misbehaving policy may still be burning CPU
+            self.pool.discard(slot)
 
-    def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        request = runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
-        response = self._call("BuildFeedback", request, 120)
-        return EvaluationFeedback(
-            score=response.score,
-            values=values.decode(response.values) or {},
-            artifacts={a.name: a.data for a in response.artifacts},
-            episodes=tuple(outcomes),
-        )
+    def _exit_of(self, slot: Slot, outcome: RunnerOutcome) -> ContainerExit:
+        if outcome is RunnerOutcome.POLICY_DISCONNECTED:
+            return self._engine.exit_of(slot.container, EXIT_WAIT_S)  # it is dying by itself: how?
+        self._engine.kill(slot.container)
+        return self._engine.exit_of(slot.container, EXIT_WAIT_S)
 
-    # policy containers --------------------------------------------------------
+    # slots ---------------------------------------------------------------------
 
-    def _new_slot(self) -> str:
+    def _start_slot(self, lane_index: int) -> Slot:
+        """Prepare a slot on the lane's runner and start its policy container (called by the pool)."""
+        lane = self._lanes[lane_index]
         with self._lock:
             self._counter += 1
-            return f"ep{self._counter:06d}-{secrets.token_hex(3)}"
+            name = f"ep{self._counter:06d}-{secrets.token_hex(3)}"
+        slot = Slot(lane=lane_index, name=name, io_dir=lane.exchange / name, program_dir=self._programs / name)
+        slot.io_dir.mkdir(mode=0o755)
+        os.chmod(slot.io_dir, 0o755)
+        slot.program_dir.mkdir(mode=0o755)
+        os.chmod(slot.program_dir, 0o755)
+        self._call(lane, "PrepareSlot", runner_pb2.PrepareSlotRequest(slot=name), 30)
+        slot.container = self._engine.start(self._policy_spec(lane, slot))
+        return slot
 
-    def _policy_spec(self, slot: str, io_dir: Path, program_dir: Path) -> ContainerSpec:
+    def _destroy_slot(self, slot: Slot) -> None:
+        if slot.container is not None and not self._engine.remove(slot.container):
+            log.error("policy container %s could not be removed; `epg-orchestrate gc` will reap it", slot.container.short_id)
+        shutil.rmtree(slot.program_dir, ignore_errors=True)
+        shutil.rmtree(slot.io_dir, ignore_errors=True)
+
+    def _policy_spec(self, lane: _Lane, slot: Slot) -> ContainerSpec:
         limits = self._limits
         return ContainerSpec(
             image=self._images.policy_runtime,
-            command=("python3", "-m", "orchestrator.runtimes.policy_runtime", f"{IO_MOUNT}/policy.sock"),
+            command=("python3", "-m", "orchestrator.runtimes.policy_runtime", "--linger", f"{IO_MOUNT}/policy.sock"),
             labels=self._labels.for_role("policy"),
             user=POLICY_UID,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmpfs_bytes}"},
             mounts=(
-                BindMount(source=str(io_dir), target=IO_MOUNT, read_only=True),
-                BindMount(source=str(program_dir), target=PROGRAM_MOUNT, read_only=True),
+                BindMount(source=str(slot.io_dir), target=IO_MOUNT, read_only=True),
+                BindMount(source=str(slot.program_dir), target=PROGRAM_MOUNT, read_only=True),
             ),
             memory_bytes=limits.memory_bytes,
             # A pinned container cannot use more than its one CPU; a quota on top
             # only adds scheduler accounting to every step.
-            nano_cpus=0 if self._cpuset and limits.cpus >= 1 else int(limits.cpus * 1e9),
-            cpuset_cpus=self._cpuset,
+            nano_cpus=0 if lane.cpu and limits.cpus >= 1 else int(limits.cpus * 1e9),
+            cpuset_cpus=lane.cpu,
             pids_limit=limits.pids,
-            environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+            # One BLAS thread: the container has one CPU, and OpenBLAS's thread pool
+            # costs start-up time.
+            environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1"},
             working_dir=PROGRAM_MOUNT,
             hostname="policy",
-            name=f"epg-policy-{self._labels.session}-{slot}",
+            name=f"epg-policy-{self._labels.session}-{slot.name}",
         )

@@ -10,9 +10,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.backends.sandbox import SandboxLimits
+from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.cli.common import err, fail, fail_infrastructure, out, parse_size
-from orchestrator.cli.options import Base, Environments, Scope, environment_roots
+from orchestrator.cli.options import Base, Concurrency, Environments, PoolSize, Scope, environment_roots
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
@@ -38,6 +38,8 @@ def evaluate(
     step_deadline: Annotated[float, typer.Option("--step-deadline", min=0.001, help="Seconds allowed for one act().")] = 1.0,
     episode_deadline: Annotated[float, typer.Option("--episode-deadline", min=0.01, help="Seconds of policy time per Episode.")] = 300.0,
     startup_deadline: Annotated[float, typer.Option("--startup-deadline", min=0.1, help="Seconds for start-up and make_policy().")] = 30.0,
+    concurrency: Concurrency = 0,
+    pool_size: PoolSize = 4,
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
@@ -60,7 +62,8 @@ def evaluate(
         resolve_benchmark(benchmark, discover(roots))
     except CatalogueError as exc:
         fail(str(exc))
-    options = SandboxOptions(benchmark=benchmark, limits=limits, scope=scope, base=base, environments=roots)
+    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size)
+    options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots)
     try:
         evaluation = _run(options, program, split, seed, episodes, quiet=as_json)
     except ProgramError as exc:

@@ -26,3 +26,9 @@ Scope = Annotated[
 def environment_roots(extra: list[Path] | None) -> list[Path] | None:
     """The default environments/ plus any extra roots, or None for the default alone."""
     return [DEFAULT_ENVIRONMENTS, *extra] if extra else None
+Concurrency = Annotated[
+    int, typer.Option("--concurrency", min=0, help="Episodes run at once (runner lanes); 0: one per CPU.")
+]
+PoolSize = Annotated[
+    int, typer.Option("--pool-size", min=0, help="Policy containers kept pre-started (each used once).")
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from orchestrator.kernel.jsonable import jsonable
@@ -52,6 +53,14 @@ class PlannedEpisode:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeJob:
+    """One Episode of one Program."""
+
+    episode: PlannedEpisode
+    program: Program
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EvaluationFeedback:
     """The Benchmark's score, values and artifacts, plus what the runtime saw per Episode."""
 
@@ -74,8 +83,13 @@ class EpisodeSandbox(Protocol):
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
         """Plan count Episodes of split under seed."""
 
-    def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
-        """Run one Episode of program in a fresh runtime."""
+    def run_episodes(
+        self, jobs: Sequence[EpisodeJob], on_episode: Callable[[EpisodeOutcome], None] | None = None
+    ) -> list[EpisodeOutcome]:
+        """Run every job, each in a fresh runtime, possibly concurrently; return the outcomes in job order.
+
+        on_episode is called (from any thread) as each Episode ends.
+        """
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
         """Build the Feedback of finished Episodes, in the given order."""

@@ -16,14 +16,15 @@ from typing import Any, Callable
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.compose import reap_orphans
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.ports import PlannedEpisode
-from orchestrator.kernel.program import capture_program
+from orchestrator.kernel.evaluation import evaluate_programs
+from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import derive_seed
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.kernel.selection import CandidateResult, fallback_candidates, select_candidate
@@ -32,7 +33,7 @@ from orchestrator.records.atomic import write_json
 from orchestrator.records.feedback import feedback_json
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run import agent_container
-from orchestrator.run.host import RunHost, evaluate_on
+from orchestrator.run.host import RunHost
 from orchestrator.run.instructions import render_instructions
 from orchestrator.run.spec import CommandAgent, RunSpec
 from orchestrator.runtimes.episode_loop import EpisodeLimits
@@ -114,7 +115,8 @@ class RunDriver:
         if not options.resume:
             self._create(package.baseline_dir)
         records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
-        with DockerSandbox(engine, images, sandbox_limits(self._spec), labels) as sandbox:
+        tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size)
+        with DockerSandbox(engine, images, sandbox_limits(self._spec), labels, tuning=tuning) as sandbox:
             benchmark = sandbox.describe()
             pool = self._pool(sandbox)
             state = SessionState.replay(budget_of(self._spec), records.events())
@@ -218,10 +220,11 @@ class RunDriver:
             return
         episodes = sandbox.plan("validation", derive_seed(spec.seed, "validation"), spec.validation.episodes)
         digests = {s.id: s.program_digest for s in state.status().submissions}
+        programs = [self._stored_program(digests[submission_id]) for submission_id in candidates]
+        # Every candidate on the same Episodes, all in one concurrent batch.
+        feedbacks = evaluate_programs(sandbox, programs, episodes)
         results, table = [], []
-        for order, submission_id in enumerate(candidates):
-            program = capture_program(records.root / "programs" / digests[submission_id].replace("sha256:", ""))
-            feedback = evaluate_on(sandbox, program, episodes)
+        for order, (submission_id, program, feedback) in enumerate(zip(candidates, programs, feedbacks)):
             failures = sum(1 for e in feedback.episodes if e.failure is not None)
             results.append(CandidateResult(submission_id=submission_id, order=order, score=feedback.score, policy_failures=failures))
             table.append({"submission_id": submission_id, "program_digest": program.digest, "score": feedback.score,
@@ -239,23 +242,26 @@ class RunDriver:
         )
         records.append_event("validation_done", selected=best.submission_id)
 
+    def _stored_program(self, digest: str) -> Program:
+        return capture_program(self._records.root / "programs" / digest.removeprefix("sha256:"))
+
     def _assessment_phase(self, sandbox: DockerSandbox) -> None:
         records, spec = self._records, self._spec
         self._notify("phase", {"phase": "assessment"})
         final = records.read_manifest()["final"]
-        program = capture_program(records.root / "programs" / final["program_digest"].replace("sha256:", ""))
+        program = self._stored_program(final["program_digest"])
+        initial = capture_program(records.root / "initial_program")
         episodes = sandbox.plan("test", derive_seed(spec.seed, "assessment"), spec.assessment.episodes)
-        feedback = evaluate_on(sandbox, program, episodes)
+        # The starting Program on the very same held-out Episodes is the reference the Run improved on.
+        programs = [program, initial] if spec.assessment.include_initial_program else [program]
+        feedback, *reference = evaluate_programs(sandbox, programs, episodes)
         document = feedback_json(feedback, program.digest)
         report: dict[str, Any] = {"submission_id": final["submission_id"], **document}
         summary: dict[str, Any] = {"score": feedback.score, "episodes": spec.assessment.episodes,
                                    "policy_failures": sum(1 for e in feedback.episodes if e.failure)}
-        initial = capture_program(records.root / "initial_program")
-        if spec.assessment.include_initial_program:
-            # The starting Program on the very same held-out Episodes: the reference the Run improved on.
-            reference = evaluate_on(sandbox, initial, episodes)
-            report["initial_program"] = feedback_json(reference, initial.digest)
-            summary["initial_program_score"] = reference.score
+        if reference:
+            report["initial_program"] = feedback_json(reference[0], initial.digest)
+            summary["initial_program_score"] = reference[0].score
         write_json(records.root / "assessment.json", report)
         records.update_manifest(phase="done", assessment=summary,
                                 final={**final, "is_initial_program": final["program_digest"] == initial.digest})

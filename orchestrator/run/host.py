@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.errors import RequestRejected, SessionError
-from orchestrator.kernel.outcomes import EpisodeOutcome
-from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, EvaluationFeedback, PlannedEpisode
-from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.kernel.evaluation import evaluate_programs
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode
+from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
 from orchestrator.records.atomic import write_bytes, write_json
 from orchestrator.records.feedback import feedback_json, publish_feedback
@@ -36,12 +36,6 @@ class SubmitResult:
     episodes_used: int
     episodes_left: int
     submissions_left: int
-
-
-def evaluate_on(sandbox: EpisodeSandbox, program: Program, episodes: list[PlannedEpisode]) -> EvaluationFeedback:
-    """Run program on the given Episodes, each in a fresh runtime, and build the Feedback."""
-    outcomes: list[EpisodeOutcome] = [sandbox.run_episode(episode, program) for episode in episodes]
-    return sandbox.feedback(outcomes)
 
 
 class RunHost:
@@ -95,7 +89,7 @@ class RunHost:
         )
         self._notify("submission_started", {"id": view.id, "episodes": len(view.indices)})
         try:
-            feedback = evaluate_on(self._sandbox, program, [self._pool[i] for i in view.indices])
+            (feedback,) = evaluate_programs(self._sandbox, [program], [self._pool[i] for i in view.indices])
             return self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
         except Exception as exc:  # any fault of the Host's side: refund, keep the evidence, answer with a code
             if self._state.in_flight() == view.id:

@@ -74,6 +74,11 @@ class LimitsSpec(_Strict):
     agent_memory: str = Field(default="2g", pattern=r"^\d+(\.\d+)?\s*[kKmMgG]?i?[bB]?$")
 
 
+class SandboxSpec(_Strict):
+    concurrency: int = Field(default=0, ge=0, description="Episodes run at once; 0: one per CPU.")
+    pool_size: int = Field(default=16, ge=0, description="Policy containers kept pre-started while the agent thinks (each used once).")
+
+
 class RunSpec(_Strict):
     """A Run: which benchmark, which agent, what budget, where the records go."""
 
@@ -85,6 +90,7 @@ class RunSpec(_Strict):
     assessment: AssessmentSpec = AssessmentSpec()
     seed: int = Field(default=0, ge=0)
     limits: LimitsSpec = LimitsSpec()
+    sandbox: SandboxSpec = SandboxSpec()
     output: str | None = Field(default=None, description="Run directory; default runs/<benchmark>-<time>.")
 
     @model_validator(mode="after")

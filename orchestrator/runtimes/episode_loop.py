@@ -155,6 +155,7 @@ def drive_episode(
         observation = driver.timed_environment(environment.reset)
         start = start_frame(benchmark, policy_seed, program_dir, limits.output_tail_bytes)
         ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)")
+        record.startup_seconds = driver.policy_seconds
         if ready.WhichOneof("kind") != "ready":
             raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, "expected Ready after Start")
         driver.policy_seconds = 0.0  # start-up has its own deadline

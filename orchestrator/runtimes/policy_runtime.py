@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+import signal
 import socket
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.random  # noqa: F401  (NumPy loads it lazily; a pooled runtime pays it before its Episode)
 
 from epg.v1 import policy_pb2 as pb
 from orchestrator.protocol import values
@@ -174,10 +176,29 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
         channel.send(answer)
 
 
+def linger() -> None:
+    """Stop every other process of this container, then wait to be removed.
+
+    Only inside a policy container (PID namespace, docker-init as PID 1): a
+    container that exits makes the engine work while other Episodes run, so a
+    used container stays, idle, until the Host removes it between batches.
+    """
+    if os.getppid() != 1:
+        raise RuntimeError("--linger is only for the policy container (docker-init as parent)")
+    try:
+        os.kill(-1, signal.SIGKILL)  # every process we may signal in this PID namespace, but us and init
+    except (ProcessLookupError, PermissionError):
+        pass
+    while True:
+        signal.pause()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    lingering = "--linger" in args
+    args = [a for a in args if a != "--linger"]
     if len(args) != 1:
-        print("usage: python -m orchestrator.runtimes.policy_runtime SOCKET_PATH", file=sys.__stderr__)
+        print("usage: python -m orchestrator.runtimes.policy_runtime [--linger] SOCKET_PATH", file=sys.__stderr__)
         return 2
     channel = FramedSocket(_connect(args[0]), spin=STEP_SPIN)
     tail = OutputTail(DEFAULT_TAIL_BYTES)
@@ -189,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         channel.close()
+        if lingering:
+            linger()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
@@ -39,7 +39,7 @@ def scope(engine: DockerEngine) -> Iterator[str]:
     """A label value unique to this test run; checks for leftovers at the end."""
     value = f"test-{secrets.token_hex(5)}"
     yield value
-    leftovers = engine.client.containers.list(all=True, filters={"label": selector(scope=value)})
+    leftovers = engine.client.containers.list(all=True, filters={"label": selector(scope=value)}, sparse=True)
     networks = engine.client.networks.list(filters={"label": selector(scope=value)})
     volumes = engine.client.volumes.list(filters={"label": selector(scope=value)})
     engine.reap(selector(scope=value))
@@ -62,11 +62,13 @@ def open_sandbox(engine: DockerEngine, images: dict[str, str], builder: ImageBui
     """Return a context manager factory: open_sandbox(benchmark, limits) -> started DockerSandbox."""
 
     @contextmanager
-    def factory(benchmark: str = "CartPole-v1", limits: SandboxLimits = SandboxLimits()) -> Iterator[DockerSandbox]:
+    def factory(
+        benchmark: str = "CartPole-v1", limits: SandboxLimits = SandboxLimits(), tuning: SandboxTuning = SandboxTuning(pool_size=2)
+    ) -> Iterator[DockerSandbox]:
         package, _, entry = resolve_benchmark(benchmark, builder.packages())
         sandbox_images = SandboxImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
         labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
-        with DockerSandbox(engine, sandbox_images, limits, labels) as sandbox:
+        with DockerSandbox(engine, sandbox_images, limits, labels, tuning=tuning) as sandbox:
             yield sandbox
 
     return factory

@@ -164,7 +164,8 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
     completed_before = {e["id"] for e in before if e["type"] == "submission_completed"}
     assert len(completed_before) >= 2
     owner = next(e["owner"] for e in before if e["type"] == "started")
-    assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}), "the killed run left its containers"
+    left = engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True)
+    assert {c.attrs["Labels"]["org.evopolicygym.role"] for c in left} >= {"runner", "policy"}, "the killed run left its containers"
 
     result = run_cli(["run", "--resume", str(run_dir), "--json"], scope)
     assert result.returncode == 0, result.stderr
@@ -183,7 +184,7 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
         assert (run_dir / "workspace" / "feedback" / submission_id / "feedback.json").exists()
     assert [e["attempt"] for e in after if e["type"] == "agent_started"] == [1, 2]
     assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
-    assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}) == []
+    assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True) == []
 
 
 def test_example_hill_climb_improves_on_its_starting_program(tmp_path, scope):

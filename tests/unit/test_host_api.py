@@ -111,6 +111,14 @@ class FakeSandbox:
             for i in range(count)
         ]
 
+    def run_episodes(self, jobs, on_episode=None) -> list[EpisodeOutcome]:
+        outcomes = []
+        for job in jobs:
+            outcomes.append(self.run_episode(job.episode, job.program))
+            if on_episode is not None:
+                on_episode(outcomes[-1])
+        return outcomes
+
     def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
         with self._lock:
             self.calls.append((episode.index, program.digest))

@@ -1,0 +1,223 @@
+"""Pre-started, single-use policy containers: filled in the background, handed out once, reaped after use.
+
+A pooled container is started with an empty Program directory; its runtime
+imports NumPy and protobuf, connects to its slot's socket and blocks there.
+When its Episode starts the Host writes the Program into the directory
+(mounted read-only in the container) and the runner sends Start. After the
+Episode the container is destroyed; no container ever serves two Episodes.
+
+The lock and condition protect the ready queues and counters. The filler
+keeps `size` containers ready while no batch runs (start cost is paid while
+the agent thinks), and during a batch starts only as many as the batch still
+needs, so a warm batch is not slowed by refills. Used containers are removed
+between batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+
+log = logging.getLogger(__name__)
+
+TAKE_TIMEOUT_S = 300.0
+
+
+@dataclass(slots=True, kw_only=True)
+class Slot:
+    """One single-use policy runtime: its lane, slot name, directories and container."""
+
+    lane: int
+    name: str
+    io_dir: Any
+    program_dir: Any
+    container: Any = None
+    started_at: float = field(default_factory=time.monotonic)
+
+
+class ContainerPool:
+    """Per-lane queues of ready Slots, a filler thread and a reaper thread.
+
+    start_slot(lane) must return a started Slot (or raise InfrastructureError);
+    destroy(slot) must remove its container and directories.
+    """
+
+    def __init__(
+        self,
+        *,
+        lanes: int,
+        size: int,
+        starters: int,
+        start_slot: Callable[[int], Slot],
+        destroy: Callable[[Slot], None],
+    ) -> None:
+        self._lanes = lanes
+        self._size = size
+        self._start_slot = start_slot
+        self._destroy = destroy
+        self._condition = threading.Condition()
+        self._ready: list[deque[Slot]] = [deque() for _ in range(lanes)]
+        self._starting = [0] * lanes
+        self._pending = 0  # containers the running batch still needs
+        self._batch = False
+        self._closed = False
+        self._error: InfrastructureError | None = None
+        self._starters = ThreadPoolExecutor(max_workers=max(1, starters), thread_name_prefix="epg-pool-start")
+        self._reap_queue: queue.Queue[Slot | None] = queue.Queue()
+        self._filler = threading.Thread(target=self._fill_loop, name="epg-pool-fill", daemon=True)
+        self._reaper = threading.Thread(target=self._reap_loop, name="epg-pool-reap", daemon=True)
+        self._filler.start()
+        self._reaper.start()
+
+    # batches -------------------------------------------------------------------
+    def begin_batch(self, episodes: int) -> None:
+        with self._condition:
+            self._batch = True
+            self._pending = episodes
+            self._condition.notify_all()
+
+    def end_batch(self) -> None:
+        with self._condition:
+            self._batch = False
+            self._pending = 0
+            self._condition.notify_all()
+
+    def take(self, lane: int) -> Slot:
+        """Return a ready Slot of lane, waiting for one being started if needed."""
+        deadline = time.monotonic() + TAKE_TIMEOUT_S
+        with self._condition:
+            self._pending = max(0, self._pending - 1)
+            self._condition.notify_all()
+            while not self._ready[lane]:
+                if self._error is not None:
+                    raise self._error
+                if self._closed:
+                    raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "the container pool is closed")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "no policy container became ready in time")
+                if self._starting[lane] == 0:
+                    self._launch_locked(lane)  # nothing on its way for this lane: start one now
+                self._condition.wait(min(remaining, 1.0))
+            return self._ready[lane].popleft()
+
+    def discard(self, slot: Slot) -> None:
+        """Destroy a used Slot in the background."""
+        self._reap_queue.put(slot)
+
+    def ready_count(self) -> int:
+        with self._condition:
+            return sum(len(r) for r in self._ready)
+
+    def wait_until_settled(self, timeout_s: float) -> bool:
+        """Block until `size` containers are ready and every used one is removed (benchmarks, tests)."""
+        deadline = time.monotonic() + timeout_s
+        if not self.wait_until_full(timeout_s):
+            return False
+        while self._reap_queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def wait_until_full(self, timeout_s: float) -> bool:
+        """Block until `size` containers are ready (for benchmarks and tests)."""
+        deadline = time.monotonic() + timeout_s
+        with self._condition:
+            while sum(len(r) for r in self._ready) < self._size:
+                if self._error is not None:
+                    raise self._error
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._condition.wait(remaining)
+            return True
+
+    # filling -------------------------------------------------------------------
+    def _target_locked(self) -> int:
+        if self._batch:
+            # During a batch: only what the batch still lacks (never refill a warm batch).
+            return min(self._pending, max(self._size, self._lanes))
+        return self._size
+
+    def _fill_loop(self) -> None:
+        with self._condition:
+            while not self._closed:
+                have = sum(len(r) for r in self._ready) + sum(self._starting)
+                if have < self._target_locked() and self._error is None:
+                    lane = min(range(self._lanes), key=lambda i: len(self._ready[i]) + self._starting[i])
+                    self._launch_locked(lane)
+                    continue
+                self._condition.wait(1.0)
+
+    def _launch_locked(self, lane: int) -> None:
+        self._starting[lane] += 1
+        self._starters.submit(self._start_one, lane)
+
+    def _start_one(self, lane: int) -> None:
+        slot = None
+        try:
+            slot = self._start_slot(lane)
+        except InfrastructureError as exc:
+            log.error("could not start a policy container: %s", exc)
+            with self._condition:
+                self._error = exc
+        except Exception as exc:  # a bug or an engine fault: keep it for the next take()
+            log.exception("could not start a policy container")
+            with self._condition:
+                self._error = InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"starting a policy container failed: {exc}")
+        with self._condition:
+            self._starting[lane] -= 1
+            if slot is not None:
+                if self._closed:
+                    self._reap_queue.put(slot)
+                else:
+                    self._ready[lane].append(slot)
+            self._condition.notify_all()
+
+    # reaping -------------------------------------------------------------------
+    def _reap_loop(self) -> None:
+        while True:
+            slot = self._reap_queue.get()
+            if slot is None:
+                self._reap_queue.task_done()
+                return
+            with self._condition:
+                # Removal costs the engine CPU that the Episodes of a running batch
+                # need; a used container (exited, or killed on failure) waits for the
+                # batch to end. It can never be handed out again either way.
+                while self._batch and not self._closed:
+                    self._condition.wait()
+            try:
+                self._destroy(slot)
+            except Exception:  # a leak is a bug: say so; the session's label reap catches it at close
+                log.exception("could not destroy policy slot %s", slot.name)
+            finally:
+                self._reap_queue.task_done()
+
+    def close(self) -> None:
+        """Stop filling, destroy every ready Slot, and wait for the reaper to finish."""
+        with self._condition:
+            self._closed = True
+            leftovers = [slot for ready in self._ready for slot in ready]
+            for ready in self._ready:
+                ready.clear()
+            self._condition.notify_all()
+        self._filler.join(timeout=10)
+        self._starters.shutdown(wait=True)
+        with self._condition:
+            leftovers += [slot for ready in self._ready for slot in ready]
+            for ready in self._ready:
+                ready.clear()
+        for slot in leftovers:
+            self._reap_queue.put(slot)
+        self._reap_queue.put(None)
+        self._reaper.join(timeout=120)
