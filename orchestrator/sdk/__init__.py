@@ -26,10 +26,15 @@ from orchestrator.sdk.benchmark import (
     InvalidAction,
     StepResult,
 )
+from orchestrator.sdk.checks import CheckReport, check_benchmark
 from orchestrator.sdk.planning import SPLITS, plan_seeds
+from orchestrator.sdk.readme import package_readme
 
 __all__ = [
     "SPLITS",
+    "CheckReport",
+    "check_benchmark",
+    "package_readme",
     "Benchmark",
     "BenchmarkSpec",
     "Environment",

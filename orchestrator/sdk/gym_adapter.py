@@ -129,6 +129,7 @@ class GymnasiumBenchmark(Benchmark):
         make_kwargs: dict[str, Any] | None = None,
         direction: Direction = "maximize",
         readme: str = "",
+        public_attributes: tuple[str, ...] = (),
         environment_factory: Callable[[gym.Env, int], Environment] = GymnasiumEnvironment,
     ) -> None:
         self._env_id = env_id
@@ -136,6 +137,8 @@ class GymnasiumBenchmark(Benchmark):
         self._factory = environment_factory
         probe = self._make()
         self._action_space = probe.action_space
+        # Simulator constants (e.g. CartPole's gravity) published as public parameters.
+        published = {name: float(getattr(probe, name)) for name in public_attributes}
         self._spec = BenchmarkSpec(
             id=benchmark_id or env_id,
             description=description,
@@ -144,7 +147,7 @@ class GymnasiumBenchmark(Benchmark):
             horizon=horizon,
             failure_return=failure_return,
             direction=direction,
-            parameters=dict(parameters or {}),
+            parameters={**published, **(parameters or {})},
             readme=readme,
         )
         probe.close()

@@ -1,0 +1,174 @@
+"""Conformance checks of a Benchmark, as library code: a report, never an exception.
+
+Every environment package's tests call check_benchmark; it is also the basis
+of checking an environment image in isolation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from orchestrator.protocol import values
+from orchestrator.sdk.benchmark import Benchmark, EpisodeRecord
+from orchestrator.sdk.planning import SPLITS
+
+FEEDBACK_LIMIT_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckReport:
+    benchmark_id: str
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def failures(self) -> list[str]:
+        return [f"{c.name}: {c.detail}" for c in self.checks if not c.ok]
+
+
+def check_benchmark(
+    benchmark: Benchmark,
+    *,
+    action: Callable[[Any, int], Any] | None = None,
+    plan_count: int = 16,
+    steps: int = 30,
+) -> CheckReport:
+    """Run every conformance check on benchmark and return the report.
+
+    action(observation, step) chooses the actions of the replay checks
+    (default: the first valid action of the action space's description).
+    """
+    spec_id = _safe(lambda: benchmark.spec.id, "?")
+    choose = action or _default_action(benchmark)
+    checks = [
+        _run("spec is complete and encodable", lambda: _spec(benchmark)),
+        _run("plan is deterministic", lambda: _deterministic_plan(benchmark, plan_count)),
+        _run("splits are disjoint", lambda: _disjoint_splits(benchmark, plan_count)),
+        _run("the same Episode replays identically", lambda: _replay(benchmark, choose, steps)),
+        _run("observations are encodable values", lambda: _encodable(benchmark, choose, steps)),
+        _run("feedback is bounded and free of private data", lambda: _feedback(benchmark)),
+    ]
+    return CheckReport(benchmark_id=spec_id, checks=tuple(checks))
+
+
+def _run(name: str, check: Callable[[], str | None]) -> Check:
+    try:
+        problem = check()
+    except Exception as exc:  # a Benchmark's fault is a failed check, reported
+        return Check(name=name, ok=False, detail=f"{type(exc).__name__}: {exc}")
+    return Check(name=name, ok=problem is None, detail=problem or "")
+
+
+def _safe(call: Callable[[], Any], default: Any) -> Any:
+    try:
+        return call()
+    except Exception:
+        return default
+
+
+def _default_action(benchmark: Benchmark) -> Callable[[Any, int], Any]:
+    space = benchmark.spec.action_space
+    if space.get("type") == "discrete":
+        return lambda observation, step: int(space.get("start", 0))
+    if space.get("type") == "box":
+        low, high = np.asarray(space["low"], dtype=float), np.asarray(space["high"], dtype=float)
+        middle = np.where(np.isfinite(low) & np.isfinite(high), (low + high) / 2, 0.0)
+        return lambda observation, step: middle.astype(space.get("dtype", "float32"))
+    raise ValueError(f"give an action function for action spaces of type {space.get('type')!r}")
+
+
+def _spec(benchmark: Benchmark) -> str | None:
+    spec = benchmark.spec
+    if not spec.id or not spec.description:
+        return "id and description must not be empty"
+    if spec.horizon < 1:
+        return "horizon must be at least 1"
+    if spec.direction not in ("maximize", "minimize"):
+        return f"direction {spec.direction!r} is neither maximize nor minimize"
+    if not math.isfinite(spec.failure_return):
+        return "failure_return must be finite"
+    for name in ("observation_space", "action_space", "parameters"):
+        values.encode(getattr(spec, name))
+    return None
+
+
+def _deterministic_plan(benchmark: Benchmark, count: int) -> str | None:
+    for split in SPLITS:
+        first, second = benchmark.plan(split, 7, count), benchmark.plan(split, 7, count)
+        if first != second:
+            return f"two plans of {split} with the same seed differ"
+        if len(first) != count or len(set(first)) != count:
+            return f"the {split} plan does not hold {count} distinct Episodes"
+        if benchmark.plan(split, 8, count) == first:
+            return f"the {split} plan ignores its seed"
+    return None
+
+
+def _disjoint_splits(benchmark: Benchmark, count: int) -> str | None:
+    for seed in (0, 1, 12345):
+        plans = {split: set(benchmark.plan(split, seed, count)) for split in SPLITS}
+        for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
+            if plans[a] & plans[b]:
+                return f"{a} and {b} share Episodes under seed {seed}"
+    return None
+
+
+def _trajectory(benchmark: Benchmark, payload: bytes, choose: Callable[[Any, int], Any], steps: int) -> list[Any]:
+    environment = benchmark.make_environment(payload)
+    try:
+        observation = environment.reset()
+        trajectory: list[Any] = [values.encode(observation).SerializeToString(deterministic=True)]
+        for step in range(steps):
+            result = environment.step(benchmark.validate_action(choose(observation, step)))
+            observation = result.observation
+            trajectory.append((values.encode(observation).SerializeToString(deterministic=True), result.reward, result.terminated, result.truncated))
+            if result.terminated or result.truncated:
+                break
+        return trajectory
+    finally:
+        environment.close()
+
+
+def _replay(benchmark: Benchmark, choose: Callable[[Any, int], Any], steps: int) -> str | None:
+    payload = benchmark.plan("train", 3, 1)[0]
+    if _trajectory(benchmark, payload, choose, steps) != _trajectory(benchmark, payload, choose, steps):
+        return "two Episodes of the same payload and actions diverged"
+    return None
+
+
+def _encodable(benchmark: Benchmark, choose: Callable[[Any, int], Any], steps: int) -> str | None:
+    _trajectory(benchmark, benchmark.plan("validation", 3, 1)[0], choose, steps)
+    return None
+
+
+def _feedback(benchmark: Benchmark) -> str | None:
+    payloads = benchmark.plan("test", 5, 4)
+    records = [
+        EpisodeRecord(index=i, status="completed" if i % 2 == 0 else "policy_failure", failure=None if i % 2 == 0 else "timeout",
+                      steps=10, total_reward=float(i), terminated=True, truncated=False)
+        for i in range(len(payloads))
+    ]
+    feedback = benchmark.feedback(records)
+    if not math.isfinite(feedback.score):
+        return "the score is not finite"
+    encoded = values.encode(feedback.values).SerializeToString()
+    if len(encoded) > FEEDBACK_LIMIT_BYTES:
+        return f"feedback values take {len(encoded)} bytes, over {FEEDBACK_LIMIT_BYTES}"
+    blob = encoded + b"".join(feedback.artifacts.values())
+    leaked = [p for p in payloads if p and p in blob]
+    if leaked:
+        return "feedback contains a hidden Episode payload"
+    return None
