@@ -35,6 +35,7 @@ AGENT_FILES = (
     "orchestrator/session/__init__.py",
     "orchestrator/session/client.py",
     "orchestrator/session/cli.py",
+    "orchestrator/session/relay_bridge.py",
     "orchestrator/agents/__init__.py",
     "orchestrator/agents/scripted.py",
     "orchestrator/agents/hill_climb.py",

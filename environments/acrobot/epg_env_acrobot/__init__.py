@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import gymnasium as gym
+from gymnasium.envs.classic_control.acrobot import AcrobotEnv
 
 from orchestrator.sdk.benchmark import Benchmark
 from orchestrator.sdk.gym_adapter import GymnasiumBenchmark
+from orchestrator.sdk.readme import package_readme
 
 __all__ = ["BENCHMARK_ID", "FAILURE_RETURN", "HORIZON", "make_benchmark"]
 
@@ -23,7 +21,9 @@ DESCRIPTION = (
 )
 
 # Simulator constants (published so a policy can model the dynamics) and the
-# name each one has in the public parameters.
+# name each one has in the public parameters. The public names differ from the
+# attribute names, so GymnasiumBenchmark's public_attributes cannot publish them;
+# they are class constants of AcrobotEnv, read without building an environment.
 _PHYSICS_ATTRIBUTES = {
     "dt": "dt",
     "link_length_1": "LINK_LENGTH_1",
@@ -45,28 +45,10 @@ def make_benchmark() -> Benchmark:
         description=DESCRIPTION,
         horizon=HORIZON,
         failure_return=FAILURE_RETURN,
-        parameters=_physics(),
-        readme=_readme(),
+        parameters={
+            **{public: float(getattr(AcrobotEnv, attribute)) for public, attribute in _PHYSICS_ATTRIBUTES.items()},
+            "torques": [float(t) for t in AcrobotEnv.AVAIL_TORQUE],
+            "dynamics": str(AcrobotEnv.book_or_nips),
+        },
+        readme=package_readme(__file__),
     )
-
-
-def _physics() -> dict[str, Any]:
-    # Typed as Any: the constants are attributes of AcrobotEnv, not of gymnasium.Env.
-    env: Any = gym.make(BENCHMARK_ID, disable_env_checker=True).unwrapped
-    try:
-        parameters: dict[str, Any] = {public: float(getattr(env, attribute)) for public, attribute in _PHYSICS_ATTRIBUTES.items()}
-        parameters["torques"] = [float(t) for t in env.AVAIL_TORQUE]
-        parameters["dynamics"] = str(env.book_or_nips)
-        return parameters
-    finally:
-        env.close()
-
-
-def _readme() -> str:
-    # The image builder copies README.md into the module directory; in a source
-    # checkout it sits at the package root, one level up.
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "README.md", here.parent / "README.md"):
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    return ""

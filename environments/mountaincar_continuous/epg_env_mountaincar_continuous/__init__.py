@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import gymnasium as gym
-
 from orchestrator.sdk.benchmark import Benchmark
 from orchestrator.sdk.gym_adapter import GymnasiumBenchmark
+from orchestrator.sdk.readme import package_readme
 
 __all__ = ["BENCHMARK_ID", "FAILURE_RETURN", "HORIZON", "make_benchmark"]
 
@@ -42,24 +38,6 @@ def make_benchmark() -> Benchmark:
         description=DESCRIPTION,
         horizon=HORIZON,
         failure_return=FAILURE_RETURN,
-        parameters=_physics(),
-        readme=_readme(),
+        public_attributes=_PHYSICS_ATTRIBUTES,
+        readme=package_readme(__file__),
     )
-
-
-def _physics() -> dict[str, Any]:
-    env = gym.make(BENCHMARK_ID, disable_env_checker=True).unwrapped
-    try:
-        return {name: float(getattr(env, name)) for name in _PHYSICS_ATTRIBUTES}
-    finally:
-        env.close()
-
-
-def _readme() -> str:
-    # The image builder copies README.md into the module directory; in a source
-    # checkout it sits at the package root, one level up.
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "README.md", here.parent / "README.md"):
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    return ""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from orchestrator.sdk.benchmark import Benchmark, BenchmarkSpec, InvalidAction, StepResult
+from orchestrator.sdk.readme import package_readme
 
 __all__ = [
     "CRASH_MESSAGE",
@@ -127,7 +127,7 @@ def make_benchmark() -> Benchmark:
         benchmark_id="Probe-v0",
         description="Return step_index % 3, read from observation[0]; reward 1.0 per correct step, 20 steps.",
         horizon=20,
-        readme=_readme(),
+        readme=package_readme(__file__),
     )
 
 
@@ -138,7 +138,7 @@ def make_slow_benchmark() -> Benchmark:
         description="Probe-v0 with 4 steps, each taking 0.5 s on the environment side.",
         horizon=4,
         step_delay=0.5,
-        readme=_readme(),
+        readme=package_readme(__file__),
     )
 
 
@@ -149,20 +149,10 @@ def make_crash_benchmark() -> Benchmark:
         description="Probe-v0 whose environment raises RuntimeError in its 3rd step.",
         horizon=20,
         crash_at_step=3,
-        readme=_readme(),
+        readme=package_readme(__file__),
     )
 
 
 def _short(action: Any, limit: int = 80) -> str:
     text = repr(action)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _readme() -> str:
-    # The image builder copies README.md into the module directory; in a source
-    # checkout it sits at the package root, one level up.
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "README.md", here.parent / "README.md"):
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    return ""
