@@ -49,8 +49,8 @@ def list_images(base: Base = "auto", environments: Environments = None) -> None:
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     table = Table()
-    for column in ("image", "tag", "state"):
+    for column in ("image", "tag", "state", "pinned"):
         table.add_column(column)
     for status in statuses:
-        table.add_row(status.name, status.tag, "built" if status.present else "[yellow]missing[/]")
+        table.add_row(status.name, status.tag, "built" if status.present else "[yellow]missing[/]", status.pinned or "-")
     out.print(table)

@@ -19,7 +19,8 @@ from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 DEFAULT_BASE = "python:3.11-slim"
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("python3", "python3-pip", "ca-certificates")
+# git: the agent images are built on this base, and an agent expects git.
+PACKAGES = ("python3", "python3-pip", "ca-certificates", "git")
 # The bootstrapped base behaves like python:3.11-slim for our Dockerfiles:
 # `python3` and `python3 -m pip` work as root, UTF-8 locale.
 CHANGES = (

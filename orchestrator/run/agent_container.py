@@ -14,7 +14,7 @@ from orchestrator.backends.container_spec import BindMount, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run.spec import CommandAgent, HillClimbAgent, RunSpec, ScriptedAgent
+from orchestrator.run.spec import ClaudeCodeAgent, CodexAgent, CommandAgent, HillClimbAgent, RunSpec, ScriptedAgent
 
 AGENT_UID = 10001
 WORKSPACE = "/workspace"
@@ -65,6 +65,9 @@ def agent_command(spec: RunSpec) -> tuple[str, ...]:
             "--episodes-per-submission", str(agent.episodes_per_submission), "--step-size", str(agent.step_size),
             "--seed", str(agent.seed), "--candidates", str(agent.candidates),
         )
+    if isinstance(agent, (CodexAgent, ClaudeCodeAgent)):
+        return ("python3", "-m", "orchestrator.agents.cli_agent", "--cli", agent.kind, "--model", agent.model,
+                "--effort", agent.effort or "", "--workspace", WORKSPACE)
     assert isinstance(agent, CommandAgent)
     return tuple(agent.argv)
 

@@ -34,7 +34,9 @@ from orchestrator.records.feedback import feedback_json
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run import agent_container
 from orchestrator.run.host import RunHost
+from orchestrator.relay.server import ModelRelay
 from orchestrator.run.instructions import render_instructions
+from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
 from orchestrator.run.spec import CommandAgent, RunSpec
 from orchestrator.runtimes.episode_loop import EpisodeLimits
 
@@ -109,7 +111,9 @@ class RunDriver:
         builder = ImageBuilder(engine.client, base=options.base, environments=options.environments,
                                progress=lambda m: self._notify("note", {"message": m}))
         package, _, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
-        tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image, "agent-base"])}
+        relay_policy(self._spec)  # a missing credential is said before anything starts
+        agent_image = AGENT_IMAGES.get(self._spec.agent.kind, "agent-base")
+        tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image, agent_image])}
         images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
         labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
         if not options.resume:
@@ -129,7 +133,7 @@ class RunDriver:
                 self._notify("note", {"message": recovered})
             phase = records.read_manifest().get("phase", "agent")
             if phase == "agent":
-                reason = self._agent_phase(engine, host, labels, tags["agent-base"])
+                reason = self._agent_phase(engine, host, labels, tags[agent_image])
                 records.update_manifest(phase="validation", terminal_reason=reason)
                 records.append_event("agent_phase_ended", terminal_reason=reason)
             if records.read_manifest().get("phase") == "validation":
@@ -173,6 +177,8 @@ class RunDriver:
         attempt = 1 + sum(1 for e in records.events() if e["type"] == "agent_started")
         token = secrets.token_urlsafe(32)
         server = serve(host, token, records.host / "api.sock")
+        policy = relay_policy(spec)
+        relay = ModelRelay(policy, records.host / "relay.sock", records.root / "relay" / f"exchanges.{attempt}.jsonl") if policy else None
         try:
             plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records)
             user = agent_container.hand_workspace_to_agent(records)
@@ -188,18 +194,34 @@ class RunDriver:
             self._notify("phase", {"phase": "agent", "attempt": attempt})
             container = engine.start(container_spec)
             try:
-                finished = lambda: host.state.status().finished  # noqa: E731
+                def finished() -> bool:
+                    return host.state.status().finished or bool(relay and relay.counters.limit_reached)
+
                 exit_status = agent_container.wait_for_agent(engine, container, remaining, finished)
                 agent_container.save_agent_logs(engine, container, records, attempt)
             finally:
                 engine.remove(container)
         finally:
             server.stop(grace=None)
+            if relay is not None:
+                relay.close()
+                self._record_relay(relay)
         records.append_event("agent_exited", exit_code=exit_status.exit_code, timed_out=exit_status.timed_out,
                              seconds=round(exit_status.seconds, 3))
         if host.state.status().finished:
             return "finished"
+        if relay is not None and relay.counters.limit_reached:
+            return "relay_limit"
         return "agent_time_limit" if exit_status.timed_out else "agent_exited"
+
+    def _record_relay(self, relay: ModelRelay) -> None:
+        """Add this attempt's relay counts to run.json's totals."""
+        totals = self._records.read_manifest().get("relay") or {}
+        counts = relay.counters.to_json()
+        for key in ("requests", "refused", "tokens", "request_bytes", "response_bytes"):
+            totals[key] = totals.get(key, 0) + counts[key]
+        totals["limit_reached"] = counts["limit_reached"] or totals.get("limit_reached")
+        self._records.update_manifest(relay=totals)
 
     def _candidates(self, state: SessionState, direction: str) -> tuple[tuple[str, ...], str]:
         status = state.status()

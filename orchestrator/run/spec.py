@@ -41,8 +41,32 @@ class CommandAgent(_Strict):
     environment: dict[str, str] = Field(default_factory=dict)
 
 
-_AGENT_KINDS = {"scripted", "hill-climb", "command"}
-AgentSpec = Annotated[Union[ScriptedAgent, HillClimbAgent, CommandAgent], Field(discriminator="kind")]
+class CodexAgent(_Strict):
+    kind: Literal["codex"]
+    model: str = Field(description="Model name passed to the Codex CLI.")
+    effort: Literal["minimal", "low", "medium", "high"] = Field(default="medium", description="model_reasoning_effort.")
+
+
+class ClaudeCodeAgent(_Strict):
+    kind: Literal["claude-code"]
+    model: str = Field(description="Model name passed to Claude Code.")
+    effort: Literal["low", "medium", "high"] | None = Field(default=None, description="Reasoning effort (MAX_THINKING_TOKENS preset); none: the CLI's default.")
+
+
+class RelaySpec(_Strict):
+    """How the model relay reaches the provider. Unset fields take the agent kind's defaults."""
+
+    upstream: str | None = Field(default=None, description="Provider base URL, e.g. https://api.openai.com.")
+    credential_env: str | None = Field(default=None, description="Host environment variable holding the credential.")
+    allow_paths: list[str] | None = Field(default=None, description="Request paths the relay forwards.")
+    max_requests: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+_AGENT_KINDS = {"scripted", "hill-climb", "command", "codex", "claude-code"}
+AgentSpec = Annotated[
+    Union[ScriptedAgent, HillClimbAgent, CommandAgent, CodexAgent, ClaudeCodeAgent], Field(discriminator="kind")
+]
 
 
 class BudgetSpec(_Strict):
@@ -91,6 +115,7 @@ class RunSpec(_Strict):
     seed: int = Field(default=0, ge=0)
     limits: LimitsSpec = LimitsSpec()
     sandbox: SandboxSpec = SandboxSpec()
+    relay: RelaySpec = RelaySpec()
     output: str | None = Field(default=None, description="Run directory; default runs/<benchmark>-<time>.")
 
     @model_validator(mode="after")

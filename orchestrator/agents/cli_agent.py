@@ -1,0 +1,101 @@
+"""Runs a coding-agent CLI (the Codex CLI or Claude Code) unattended inside the agent container.
+
+The container has no network: the CLI talks HTTP to a loopback bridge that
+pipes to the Host's model relay, which adds the real credential. The CLI's
+own sandbox and approvals are off (the container is the boundary), and its
+JSON events go to stdout, which the Host keeps in the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from orchestrator.session.relay_bridge import serve as serve_bridge
+
+PROMPT = (
+    "Read TASK.md in the current directory and do the task it describes. "
+    "Use the `epg-session` command to check your budget, to submit program/ for evaluation, "
+    "and to read where each Feedback is published. Before you stop, hand back your best "
+    "Submissions with `epg-session finish ID [ID...]`."
+)
+# The relay replaces whatever credential the CLI sends; the CLI only needs a non-empty one.
+PLACEHOLDER_KEY = "provided-by-the-host-relay"
+CLAUDE_EFFORT_TOKENS = {"low": "4000", "medium": "16000", "high": "32000"}
+
+
+def codex_command(model: str, effort: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(f"""\
+model = "{model}"
+model_provider = "epg_relay"
+model_reasoning_effort = "{effort}"
+check_for_update_on_startup = false
+
+[model_providers.epg_relay]
+name = "EvoPolicyGym relay"
+base_url = "http://127.0.0.1:{port}/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+supports_websockets = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+enable_request_compression = false
+""")
+    argv = ["codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
+            "-m", model, "-c", f"model_reasoning_effort={effort}", PROMPT]
+    return argv, {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": PLACEHOLDER_KEY}
+
+
+def claude_command(model: str, effort: str | None, port: int) -> tuple[list[str], dict[str, str]]:
+    environment = {
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "IS_SANDBOX": "1",
+    }
+    if effort:
+        environment["MAX_THINKING_TOKENS"] = CLAUDE_EFFORT_TOKENS[effort]
+    argv = ["claude", "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", model]
+    return argv, environment
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="epg-cli-agent")
+    parser.add_argument("--cli", choices=("codex", "claude-code"), required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--effort", default="")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--relay-socket", default="/epg/host/relay.sock")
+    parser.add_argument("--workspace", type=Path, default=Path("/workspace"))
+    args = parser.parse_args(argv)
+
+    ready = threading.Event()
+    threading.Thread(target=serve_bridge, args=(args.port, args.relay_socket, ready), daemon=True).start()
+    if not ready.wait(10):
+        print("the relay bridge did not start", file=sys.stderr)
+        return 1
+    home = Path(os.environ.get("HOME", "/tmp"))
+    if args.cli == "codex":
+        command, extra = codex_command(args.model, args.effort or "medium", args.port, home)
+    else:
+        command, extra = claude_command(args.model, args.effort or None, args.port)
+    completed = subprocess.run(command, cwd=args.workspace, env={**os.environ, **extra}, stdin=subprocess.DEVNULL)
+    return completed.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

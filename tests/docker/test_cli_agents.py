@@ -1,0 +1,140 @@
+"""Real coding-agent CLIs in their containers, driven through the Host's model relay by a fake provider."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.kernel.program import ProgramFile, program_digest
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = REPO / "environments" / "cartpole" / "baseline"
+SECRET = "sk-test-" + os.urandom(12).hex()
+GOOD_PARAMS = '{"weights": [0, 0, 1, 0.5], "bias": 0}'
+
+SECRET_PROBE = f'''python3 - <<'EOF'
+import json, os
+secret = bytes.fromhex("{SECRET.encode().hex()}")
+hits = [k for k, v in os.environ.items() if secret.decode() in v]
+for root, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+    for name in files:
+        path = os.path.join(root, name)
+        try:
+            with open(path, "rb") as handle:
+                if secret in handle.read():
+                    hits.append(path)
+        except OSError:
+            pass
+json.dump({{"hits": hits, "interfaces": sorted(os.listdir("/sys/class/net"))}}, open("analysis/secret.json", "w"))
+EOF'''
+
+REFUSAL_PROBE = '''python3 - <<'EOF'
+import json, socket, urllib.error, urllib.request
+result = {}
+try:
+    urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8765/v1/files", data=b"{}", method="POST"), timeout=10)
+    result["path"] = 200
+except urllib.error.HTTPError as exc:
+    result["path"] = exc.code
+with socket.create_connection(("127.0.0.1", 8765), timeout=10) as connection:
+    connection.sendall(b"POST http://elsewhere.invalid/v1/responses HTTP/1.1\\r\\nHost: elsewhere.invalid\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
+    result["host"] = connection.recv(100).split()[1].decode()
+json.dump(result, open("analysis/refusal.json", "w"))
+EOF'''
+
+TURNS = [
+    {"shell": "head -3 TASK.md && epg-session status", "text": "Reading the task."},
+    {"shell": f"printf '%s' '{GOOD_PARAMS}' > program/params.json"},
+    {"shell": "epg-session submit --episodes 0:4"},
+    {"shell": "head -c 200 feedback/s0001/feedback.json"},
+    {"shell": SECRET_PROBE},
+    {"shell": REFUSAL_PROBE},
+    {"shell": "epg-session finish s0001"},
+    {"text": "Submitted and finished."},
+]
+
+
+def _fake_provider_module():
+    spec = importlib.util.spec_from_file_location("fake_provider", REPO / "tests" / "fakes" / "fake_provider.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def provider(tmp_path):
+    fake = _fake_provider_module()
+    log = tmp_path / "provider.jsonl"
+    server = fake.Server(0, fake.Script(TURNS), fake.JsonlLog(str(log)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", log
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["codex", "claude-code"])
+def test_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, provider, tmp_path, scope, builder):
+    upstream, provider_log = provider
+    spec = {
+        "benchmark": "CartPole-v1",
+        "agent": {"kind": kind, "model": "fake-model", "effort": "low"},
+        "budget": {"episodes": 8, "max_submissions": 2, "pool_size": 8},
+        "validation": {"episodes": 2, "max_candidates": 1},
+        "assessment": {"episodes": 2, "include_initial_program": False},
+        "limits": {"agent_wall_clock_s": 300},
+        "sandbox": {"pool_size": 4},
+        "relay": {"upstream": upstream, "credential_env": "EPG_TEST_PROVIDER_KEY"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"],
+        capture_output=True, text=True, cwd=REPO, timeout=1500,
+        env={**os.environ, "EPG_SCOPE": scope, "EPG_TEST_PROVIDER_KEY": SECRET},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads(result.stdout)
+    expected = program_digest([
+        ProgramFile(path="params.json", data=GOOD_PARAMS.encode()),
+        ProgramFile(path="policy.py", data=(BASELINE / "policy.py").read_bytes()),
+    ])
+    assert manifest["terminal_reason"] == "finished", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
+    assert manifest["final"]["submission_id"] == "s0001"
+    assert manifest["final"]["program_digest"] == expected
+    assert manifest["assessment"]["score"] == 500.0
+
+    # The credential never reached the container: not in its environment, not in any file it could read.
+    secret_report = json.loads((run_dir / "workspace" / "analysis" / "secret.json").read_text())
+    assert secret_report == {"hits": [], "interfaces": ["lo"]}
+    readable = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
+    assert SECRET not in readable and SECRET not in (run_dir / "agent" / "stdout.log").read_text()
+
+    # Another path or another host through the relay is refused, and recorded.
+    assert json.loads((run_dir / "workspace" / "analysis" / "refusal.json").read_text()) == {"path": 403, "host": "403"}
+    exchanges = [json.loads(line) for line in (run_dir / "relay" / "exchanges.1.jsonl").read_text().splitlines()]
+    refused = [e for e in exchanges if e["refused"]]
+    assert [e["path"] for e in refused] == ["/v1/files", "http://elsewhere.invalid/v1/responses"]
+
+    # The relay's record holds every model request and response, in order.
+    forwarded = [e for e in exchanges if not e["refused"]]
+    provided = [json.loads(line) for line in provider_log.read_text().splitlines()]
+    requests = sorted((p for p in provided if p["dir"] == "request"), key=lambda p: p["seq"])
+    responses = {p["seq"]: p for p in provided if p["dir"] == "response"}
+    assert [json.loads(e["request"]) for e in forwarded] == [p["body"] for p in requests]
+    assert len(forwarded) >= len(TURNS) - 1
+    for entry, request in zip(forwarded, requests):
+        events = responses[request["seq"]].get("sse") or []
+        assert entry["status"] == 200
+        assert all(json.dumps(event) in entry["response"] for event in events)
+    assert [e["seq"] for e in exchanges] == list(range(1, len(exchanges) + 1))
+    assert manifest["relay"]["requests"] == len(forwarded) and manifest["relay"]["refused"] == 2
+    assert SECRET not in (run_dir / "relay" / "exchanges.1.jsonl").read_text()

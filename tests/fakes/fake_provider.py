@@ -1,0 +1,541 @@
+#!/usr/bin/env python3
+"""Scripted fake model provider for driving coding-agent CLIs offline.
+
+Speaks just enough of two wire protocols to run a full agent loop:
+
+* OpenAI Responses API  (``POST /v1/responses``, streamed as SSE) -- used by
+  the Codex CLI (``@openai/codex``).  ``GET /v1/models`` is answered too.
+* Anthropic Messages API (``POST /v1/messages``, streamed as SSE, plus
+  ``POST /v1/messages/count_tokens``) -- used by Claude Code
+  (``@anthropic-ai/claude-code``).
+
+The conversation follows a SCRIPT, a JSON file of the form::
+
+    {"turns": [
+        {"shell": "cat TASK.md"},
+        {"shell": "echo hi > out.txt", "text": "optional text shown before the call"},
+        {"text": "All done."}
+    ]}
+
+Each turn is either a shell command (emitted as the CLI's own shell tool call)
+or a final text answer.  The turn to play is derived from the request itself:
+it is the number of tool results for calls *this server issued* that the
+request carries.  So a CLI that retries a request gets the same answer again,
+and each request that carries the previous tool result advances by one turn.
+Past the last turn, the last text turn (or "Done.") is repeated.
+
+Requests that do not offer the shell tool (title generation, quota probes,
+summaries and other side calls) are "auxiliary": they get a short plain-text
+answer and do not advance the script.
+
+The shell tool is discovered from the request's ``tools`` field:
+
+* Codex: the first of ``exec_command`` / ``shell_command`` / ``shell``
+  (function tools) found; arguments are shaped after its JSON schema
+  (``{"cmd": "..."}``, ``{"command": "..."}`` or
+  ``{"command": ["bash", "-lc", "..."]}``).
+* Claude Code: the ``Bash`` tool, input ``{"command": "...",
+  "description": "..."}``.
+
+Every request (method, path, headers, parsed body) and every response
+(status, the JSON body or the list of SSE events) is appended to a JSONL log.
+
+Stdlib only.  Binds to 127.0.0.1 only.
+
+Usage::
+
+    python3 fake_provider.py --script script.json --log requests.jsonl \
+        [--port 0] [--port-file port.txt]
+
+With ``--port 0`` an ephemeral port is chosen; it is printed on stdout
+("listening on 127.0.0.1:PORT") and written to ``--port-file`` if given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+# Prefixes for ids of the tool calls this server issues.  Only results for
+# calls with these ids count as progress through the script.
+OPENAI_CALL_PREFIX = "call_fake_"
+ANTHROPIC_CALL_PREFIX = "toolu_fake_"
+
+CODEX_SHELL_TOOLS = ("exec_command", "shell_command", "shell")
+CLAUDE_SHELL_TOOL = "Bash"
+
+
+# --------------------------------------------------------------------------
+# Script
+# --------------------------------------------------------------------------
+
+class Script:
+    """A list of turns: {"shell": CMD[, "text": PREAMBLE]} or {"text": TEXT}."""
+
+    def __init__(self, turns: list[dict]):
+        for i, t in enumerate(turns):
+            if not isinstance(t, dict) or not ("shell" in t or "text" in t):
+                raise ValueError(f"turn {i}: need a 'shell' or 'text' key: {t!r}")
+        self.turns = turns
+
+    @classmethod
+    def load(cls, path: str) -> "Script":
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if isinstance(data, dict):
+            data = data["turns"]
+        return cls(data)
+
+    def turn(self, index: int) -> dict:
+        if index < len(self.turns):
+            return self.turns[index]
+        texts = [t for t in self.turns if "shell" not in t]
+        return texts[-1] if texts else {"text": "Done."}
+
+
+# --------------------------------------------------------------------------
+# Logging
+# --------------------------------------------------------------------------
+
+class JsonlLog:
+    def __init__(self, path: str | None):
+        self.path = path
+        self.lock = threading.Lock()
+        self.seq = 0
+
+    def next_seq(self) -> int:
+        with self.lock:
+            self.seq += 1
+            return self.seq
+
+    def write(self, record: dict) -> None:
+        if not self.path:
+            return
+        line = json.dumps(record, ensure_ascii=False)
+        with self.lock:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+def _chunks(text: str, size: int = 24) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _approx_tokens(obj) -> int:
+    return max(1, len(json.dumps(obj)) // 4)
+
+
+def _shell_args_from_schema(tool: dict, command: str) -> dict:
+    """Build Codex shell-tool arguments that fit the tool's JSON schema."""
+    params = tool.get("parameters") or {}
+    props = params.get("properties") or {}
+    if "cmd" in props:                       # exec_command (unified exec)
+        return {"cmd": command}
+    spec = props.get("command") or {}
+    if spec.get("type") == "array":          # shell: argv vector
+        return {"command": ["bash", "-lc", command]}
+    return {"command": command}              # shell_command: a string
+
+
+# --------------------------------------------------------------------------
+# OpenAI Responses API (Codex)
+# --------------------------------------------------------------------------
+
+def responses_find_shell_tool(body: dict) -> dict | None:
+    by_name = {}
+    for tool in body.get("tools") or []:
+        if tool.get("type") == "function" and tool.get("name"):
+            by_name[tool["name"]] = tool
+    for name in CODEX_SHELL_TOOLS:
+        if name in by_name:
+            return by_name[name]
+    return None
+
+
+def responses_turn_index(body: dict) -> int:
+    items = body.get("input")
+    if not isinstance(items, list):
+        return 0
+    n = 0
+    for item in items:
+        if (isinstance(item, dict)
+                and item.get("type") in ("function_call_output", "custom_tool_call_output")
+                and str(item.get("call_id", "")).startswith(OPENAI_CALL_PREFIX)):
+            n += 1
+    return n
+
+
+def responses_events(body: dict, turn: dict | None, shell_tool: dict | None,
+                     resp_id: str, turn_index: int) -> list[dict]:
+    """Return the SSE events (dicts with a "type") for one streamed response."""
+    model = body.get("model", "fake-model")
+    created = int(time.time())
+    base = {
+        "id": resp_id, "object": "response", "created_at": created,
+        "model": model, "output": [], "parallel_tool_calls": False,
+        "tool_choice": "auto", "tools": [],
+    }
+    events: list[dict] = [
+        {"type": "response.created", "response": dict(base, status="in_progress")},
+        {"type": "response.in_progress", "response": dict(base, status="in_progress")},
+    ]
+    outputs: list[dict] = []
+
+    def add_message(text: str) -> None:
+        idx = len(outputs)
+        item_id = f"msg_fake_{turn_index}_{idx}"
+        part = {"type": "output_text", "text": "", "annotations": []}
+        events.append({"type": "response.output_item.added", "output_index": idx,
+                       "item": {"type": "message", "id": item_id, "status": "in_progress",
+                                "role": "assistant", "content": []}})
+        events.append({"type": "response.content_part.added", "item_id": item_id,
+                       "output_index": idx, "content_index": 0, "part": part})
+        for piece in _chunks(text):
+            events.append({"type": "response.output_text.delta", "item_id": item_id,
+                           "output_index": idx, "content_index": 0, "delta": piece})
+        done_part = {"type": "output_text", "text": text, "annotations": []}
+        events.append({"type": "response.output_text.done", "item_id": item_id,
+                       "output_index": idx, "content_index": 0, "text": text})
+        events.append({"type": "response.content_part.done", "item_id": item_id,
+                       "output_index": idx, "content_index": 0, "part": done_part})
+        item = {"type": "message", "id": item_id, "status": "completed",
+                "role": "assistant", "content": [done_part]}
+        events.append({"type": "response.output_item.done", "output_index": idx,
+                       "item": item})
+        outputs.append(item)
+
+    def add_call(name: str, args: dict) -> None:
+        idx = len(outputs)
+        item_id = f"fc_fake_{turn_index}_{idx}"
+        call_id = f"{OPENAI_CALL_PREFIX}{turn_index}"
+        arguments = json.dumps(args)
+        events.append({"type": "response.output_item.added", "output_index": idx,
+                       "item": {"type": "function_call", "id": item_id, "call_id": call_id,
+                                "name": name, "arguments": "", "status": "in_progress"}})
+        for piece in _chunks(arguments):
+            events.append({"type": "response.function_call_arguments.delta",
+                           "item_id": item_id, "output_index": idx, "delta": piece})
+        events.append({"type": "response.function_call_arguments.done",
+                       "item_id": item_id, "output_index": idx, "arguments": arguments})
+        item = {"type": "function_call", "id": item_id, "call_id": call_id,
+                "name": name, "arguments": arguments, "status": "completed"}
+        events.append({"type": "response.output_item.done", "output_index": idx,
+                       "item": item})
+        outputs.append(item)
+
+    if turn is None:                       # auxiliary request
+        add_message("OK")
+    elif "shell" in turn and shell_tool is not None:
+        if turn.get("text"):
+            add_message(turn["text"])
+        add_call(shell_tool["name"], _shell_args_from_schema(shell_tool, turn["shell"]))
+    else:
+        add_message(turn.get("text") or f"(no shell tool offered for: {turn.get('shell')})")
+
+    in_tok = _approx_tokens(body.get("input", ""))
+    out_tok = _approx_tokens(outputs)
+    usage = {"input_tokens": in_tok, "input_tokens_details": {"cached_tokens": 0},
+             "output_tokens": out_tok, "output_tokens_details": {"reasoning_tokens": 0},
+             "total_tokens": in_tok + out_tok}
+    events.append({"type": "response.completed",
+                   "response": dict(base, status="completed", output=outputs, usage=usage)})
+    for i, ev in enumerate(events):
+        ev["sequence_number"] = i
+    return events
+
+
+# --------------------------------------------------------------------------
+# Anthropic Messages API (Claude Code)
+# --------------------------------------------------------------------------
+
+def messages_find_shell_tool(body: dict) -> dict | None:
+    for tool in body.get("tools") or []:
+        if tool.get("name") == CLAUDE_SHELL_TOOL:
+            return tool
+    return None
+
+
+def messages_turn_index(body: dict) -> int:
+    n = 0
+    for msg in body.get("messages") or []:
+        content = msg.get("content")
+        if msg.get("role") != "user" or not isinstance(content, list):
+            continue
+        for block in content:
+            if (isinstance(block, dict) and block.get("type") == "tool_result"
+                    and str(block.get("tool_use_id", "")).startswith(ANTHROPIC_CALL_PREFIX)):
+                n += 1
+    return n
+
+
+def messages_content(turn: dict | None, shell_tool: dict | None,
+                     turn_index: int) -> tuple[list[dict], str]:
+    """Return (content blocks, stop_reason) for one assistant message."""
+    if turn is None:
+        return [{"type": "text", "text": "OK"}], "end_turn"
+    if "shell" in turn and shell_tool is not None:
+        blocks = []
+        if turn.get("text"):
+            blocks.append({"type": "text", "text": turn["text"]})
+        tool_input = {"command": turn["shell"]}
+        props = (shell_tool.get("input_schema") or {}).get("properties") or {}
+        if "description" in props:
+            tool_input["description"] = turn.get("description") or "Run scripted command"
+        blocks.append({"type": "tool_use", "id": f"{ANTHROPIC_CALL_PREFIX}{turn_index}",
+                       "name": shell_tool["name"], "input": tool_input})
+        return blocks, "tool_use"
+    text = turn.get("text") or f"(no Bash tool offered for: {turn.get('shell')})"
+    return [{"type": "text", "text": text}], "end_turn"
+
+
+def messages_events(message: dict) -> list[dict]:
+    """Turn a complete assistant message into Messages-API SSE events."""
+    start = dict(message, content=[], stop_reason=None, stop_sequence=None,
+                 usage=dict(message["usage"], output_tokens=1))
+    events: list[dict] = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    for idx, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append({"type": "content_block_start", "index": idx,
+                           "content_block": {"type": "text", "text": ""}})
+            for piece in _chunks(block["text"]):
+                events.append({"type": "content_block_delta", "index": idx,
+                               "delta": {"type": "text_delta", "text": piece}})
+        else:  # tool_use
+            events.append({"type": "content_block_start", "index": idx,
+                           "content_block": {"type": "tool_use", "id": block["id"],
+                                             "name": block["name"], "input": {}}})
+            for piece in _chunks(json.dumps(block["input"])):
+                events.append({"type": "content_block_delta", "index": idx,
+                               "delta": {"type": "input_json_delta", "partial_json": piece}})
+        events.append({"type": "content_block_stop", "index": idx})
+    events.append({"type": "message_delta",
+                   "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                   "usage": {"output_tokens": message["usage"]["output_tokens"]}})
+    events.append({"type": "message_stop"})
+    return events
+
+
+# --------------------------------------------------------------------------
+# HTTP server
+# --------------------------------------------------------------------------
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-provider/1.0"
+
+    # Set on the server instance.
+    @property
+    def script(self) -> Script:
+        return self.server.script  # type: ignore[attr-defined]
+
+    @property
+    def log(self) -> JsonlLog:
+        return self.server.log  # type: ignore[attr-defined]
+
+    def log_message(self, fmt, *args):  # quieter than the default
+        if self.server.verbose:  # type: ignore[attr-defined]
+            sys.stderr.write("fake-provider: " + (fmt % args) + "\n")
+
+    # -- request reading ----------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        else:
+            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        enc = self.headers.get("Content-Encoding", "").lower()
+        if enc == "gzip":
+            data = gzip.decompress(data)
+        elif enc == "deflate":
+            data = zlib.decompress(data)
+        return data
+
+    def _begin(self) -> tuple[int, dict | None, bytes]:
+        seq = self.log.next_seq()
+        raw = self._read_body() if self.command in ("POST", "PUT", "PATCH") else b""
+        body = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+        self._seq = seq
+        self._req_record = {
+            "seq": seq, "ts": time.time(), "dir": "request", "method": self.command,
+            "path": self.path, "headers": dict(self.headers.items()),
+            "body": body if body is not None else (raw.decode("utf-8", "replace") if raw else None),
+        }
+        self.log.write(self._req_record)
+        return seq, body, raw
+
+    # -- response writing ---------------------------------------------------
+
+    def _send_json(self, status: int, obj, note: str = "") -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", f"req_fake_{self._seq}")
+        self.send_header("x-request-id", f"req_fake_{self._seq}")
+        self.end_headers()
+        self.wfile.write(data)
+        self.log.write({"seq": self._seq, "ts": time.time(), "dir": "response",
+                        "status": status, "note": note, "body": obj})
+
+    def _send_sse(self, events: list[dict], named: bool = True, note: str = "") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("request-id", f"req_fake_{self._seq}")
+        self.send_header("x-request-id", f"req_fake_{self._seq}")
+        self.end_headers()
+        for ev in events:
+            chunk = ""
+            if named:
+                chunk += f"event: {ev['type']}\n"
+            chunk += f"data: {json.dumps(ev)}\n\n"
+            data = chunk.encode()
+            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.log.write({"seq": self._seq, "ts": time.time(), "dir": "response",
+                        "status": 200, "note": note, "sse": events})
+
+    # -- routing ------------------------------------------------------------
+
+    def do_HEAD(self):
+        self._begin()
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self.log.write({"seq": self._seq, "ts": time.time(), "dir": "response", "status": 200})
+
+    def do_GET(self):
+        self._begin()
+        path = urlsplit(self.path).path.rstrip("/")
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            # Codex's built-in "openai" provider tries a Responses WebSocket
+            # first; refusing the upgrade makes it fall back to HTTP+SSE.
+            self._send_json(426, {"error": {"type": "invalid_request_error",
+                                            "message": "websockets not supported"}},
+                            "websocket refused")
+        elif path.endswith("/models"):
+            # Both OpenAI-style ({"object":"list","data":[...]}) and Codex's own
+            # model-catalog shape ({"models":[...]}) are accepted as empty lists.
+            self._send_json(200, {"object": "list", "data": [], "models": []}, "models")
+        else:
+            self._send_json(200, {}, "unknown GET")
+
+    def do_POST(self):
+        _, body, _ = self._begin()
+        path = urlsplit(self.path).path.rstrip("/")
+        if not isinstance(body, dict):
+            self._send_json(400, {"error": {"type": "invalid_request_error",
+                                            "message": "body is not a JSON object"}})
+            return
+        if path.endswith("/responses"):
+            self._responses(body)
+        elif path.endswith("/messages/count_tokens"):
+            self._send_json(200, {"input_tokens": _approx_tokens(body)}, "count_tokens")
+        elif path.endswith("/messages"):
+            self._messages(body)
+        else:
+            self._send_json(404, {"error": {"type": "not_found_error",
+                                            "message": f"no route {self.path}"}})
+
+    def _responses(self, body: dict) -> None:
+        tool = responses_find_shell_tool(body)
+        if tool is None:
+            turn, index, note = None, -1, "aux"
+        else:
+            index = responses_turn_index(body)
+            turn, note = self.script.turn(index), f"turn {index}"
+        resp_id = f"resp_fake_{self._seq}"
+        events = responses_events(body, turn, tool, resp_id, max(index, 0))
+        if body.get("stream", False):
+            self._send_sse(events, named=True, note=note)
+        else:
+            self._send_json(200, events[-1]["response"], note)
+
+    def _messages(self, body: dict) -> None:
+        tool = messages_find_shell_tool(body)
+        if tool is None:
+            turn, index, note = None, -1, "aux"
+        else:
+            index = messages_turn_index(body)
+            turn, note = self.script.turn(index), f"turn {index}"
+        content, stop = messages_content(turn, tool, max(index, 0))
+        message = {
+            "id": f"msg_fake_{self._seq}", "type": "message", "role": "assistant",
+            "model": body.get("model", "fake-model"), "content": content,
+            "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": _approx_tokens(body.get("messages", "")),
+                      "output_tokens": _approx_tokens(content),
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        }
+        if body.get("stream", False):
+            self._send_sse(messages_events(message), named=True, note=note)
+        else:
+            self._send_json(200, message, note)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int, script: Script, log: JsonlLog, verbose: bool = False):
+        super().__init__(("127.0.0.1", port), Handler)
+        self.script = script
+        self.log = log
+        self.verbose = verbose
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--script", required=True, help="JSON script of turns")
+    ap.add_argument("--log", help="JSONL file to append requests/responses to")
+    ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    ap.add_argument("--port-file", help="write the bound port here")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args(argv)
+
+    server = Server(args.port, Script.load(args.script), JsonlLog(args.log), args.verbose)
+    port = server.server_address[1]
+    if args.port_file:
+        with open(args.port_file + ".tmp", "w") as f:
+            f.write(f"{port}\n")
+        import os
+        os.replace(args.port_file + ".tmp", args.port_file)
+    print(f"listening on 127.0.0.1:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
