@@ -54,3 +54,15 @@ def list_images(base: Base = "auto", environments: Environments = None) -> None:
     for status in statuses:
         table.add_row(status.name, status.tag, "built" if status.present else "[yellow]missing[/]", status.pinned or "-")
     out.print(table)
+
+
+@app.command("prune")
+def prune(base: Base = "auto", environments: Environments = None) -> None:
+    """Remove images built from inputs that are no longer current."""
+    try:
+        removed = _builder(base, environments).prune()
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+    for tag in removed:
+        out.print(f"removed {tag}", highlight=False)
+    out.print(f"{len(removed)} outdated images removed")

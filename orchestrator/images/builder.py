@@ -116,6 +116,22 @@ class ImageBuilder:
             return False
         return True
 
+    def prune(self) -> list[str]:
+        """Remove images of ours whose inputs are outdated (not a current tag, not the current base); return their tags."""
+        current = {status.tag for status in self.status()}
+        base_id = self.base_id()
+        removed = []
+        for image in self._client.images.list(filters={"label": f"{MANAGED}=true"}):
+            if image.id == base_id or any(tag in current for tag in image.tags):
+                continue
+            try:
+                self._client.images.remove(image.id, force=False)
+            except APIError as exc:  # in use by a container: keep it, say why
+                self._progress(f"kept {', '.join(image.tags) or image.short_id}: {str(exc)[:120]}")
+                continue
+            removed.extend(image.tags or [image.short_id])
+        return removed
+
     # building ------------------------------------------------------------------
 
     def ensure(self, names: list[str] | None = None) -> list[BuildResult]:
