@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from typing import NoReturn
@@ -12,7 +13,8 @@ from rich.console import Console
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.units import parse_bytes
 
-out = Console(soft_wrap=True)
+# Off a terminal (pipes, CI logs, tests) tables get room instead of 80 columns.
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)
 
 EXIT_USER_ERROR = 1
