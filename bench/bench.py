@@ -66,6 +66,11 @@ def timed_batch(sandbox: DockerSandbox, program_dir: Path, episodes: int) -> tup
     return episodes / wall, list(outcomes)
 
 
+def settle(seconds: float = 5.0) -> None:
+    """Let the engine finish removing containers (its clean-up outlives the API calls) before measuring."""
+    time.sleep(seconds)
+
+
 def idle_container_memory(engine: DockerEngine, sandbox: DockerSandbox) -> float:
     """Memory (MiB) charged to one pooled container waiting for its Episode."""
     containers = engine.client.containers.list(filters={"label": [f"org.evopolicygym.session={sandbox.labels.session}", "org.evopolicygym.role=policy"]})
@@ -115,11 +120,22 @@ def main() -> int:
         left = write_program(root, "always-left", ALWAYS_LEFT)
         print(f"CartPole-v1, {n} Episodes per figure, {tuning.lanes()} lanes, one fresh policy container per Episode\n", flush=True)
 
+        # Step latency on one lane: no other Episode shares the machine.
+        single = SandboxTuning(concurrency=1, pool_size=16, starters=args.starters)
+        with DockerSandbox(engine, images, labels=labels(), tuning=single) as sandbox:
+            sandbox.pool.wait_until_settled(600)
+            settle()
+            _, lone = timed_batch(sandbox, balancing, 16)
+        lone_us = sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6
+        settle()
+
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
             sandbox.pool.wait_until_settled(600)
+            settle()
             memory = idle_container_memory(engine, sandbox)
             warm_long, outcomes = timed_batch(sandbox, balancing, n)
             sandbox.pool.wait_until_settled(600)
+            settle()
             warm_short, short_outcomes = timed_batch(sandbox, left, n)
         steps = sum(o.steps for o in outcomes)
         us_step = sum(o.loop_seconds for o in outcomes) / steps * 1e6
@@ -127,17 +143,13 @@ def main() -> int:
         env_us = sum(o.environment_seconds for o in outcomes) / steps * 1e6
         short_steps = sum(o.steps for o in short_outcomes) / n
 
-        # Step latency on one lane: no other Episode shares the machine.
-        single = SandboxTuning(concurrency=1, pool_size=16, starters=args.starters)
-        with DockerSandbox(engine, images, labels=labels(), tuning=single) as sandbox:
-            sandbox.pool.wait_until_settled(600)
-            _, lone = timed_batch(sandbox, balancing, 16)
-        lone_us = sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6
-
+        settle()
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
             cold_long, _ = timed_batch(sandbox, balancing, n)
+        settle()
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
             cold_short, _ = timed_batch(sandbox, left, n)
+        settle()
 
         local_long, local_records = local_rate(entry, balancing, n)
         local_short, _ = local_rate(entry, left, n)
