@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.session.client import HostApiError, SessionClient
+from orchestrator.session.client import HostApiError, SessionClient, finish_and_report
 
 GROW, SHRINK, MIN_STEP, MAX_STEP = 1.5, 0.8, 1e-3, 10.0
 
@@ -102,12 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     candidates = [entry["id"] for _, entry in ranked[: args.candidates]]
     if not candidates:
         return 0
-    try:
-        print(json.dumps(client.finish(candidates)), flush=True)
-    except HostApiError as exc:
-        print(f"finish refused: {exc}", flush=True)
-        return 1
-    return 0
+    return finish_and_report(client, candidates)
 
 
 if __name__ == "__main__":

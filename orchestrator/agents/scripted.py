@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from orchestrator.session.client import HostApiError, SessionClient
+from orchestrator.session.client import HostApiError, SessionClient, finish_and_report
 
 
 def replace_program(source: Path, workspace_program: Path) -> None:
@@ -49,12 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if finish == "all":
         status = client.status()
         finish = [s["id"] for s in status["submissions"] if s["state"] == "completed"][: status["max_candidates"]]
-    try:
-        print(json.dumps(client.finish(list(finish))), flush=True)
-    except HostApiError as exc:
-        print(f"finish refused: {exc}", flush=True)
-        return 1
-    return 0
+    return finish_and_report(client, list(finish))
 
 
 if __name__ == "__main__":

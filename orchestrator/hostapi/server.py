@@ -19,6 +19,7 @@ from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
 from orchestrator.hostapi.errors import ERROR_METADATA_KEY, GRPC_STATUS
 from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.ports import SubmitReceipt
 from orchestrator.kernel.session import StatusView
 
 log = logging.getLogger(__name__)
@@ -26,17 +27,6 @@ log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_SELECTOR_CHARS = 16 * 1024
 MAX_CANDIDATES_LISTED = 64
-
-
-class SubmitResult(Protocol):
-    submission_id: str
-    program_digest: str
-    score: float
-    policy_failures: int
-    feedback_path: str
-    episodes_used: int
-    episodes_left: int
-    submissions_left: int
 
 
 class RunHostPort(Protocol):
@@ -51,7 +41,7 @@ class RunHostPort(Protocol):
 
     def max_candidates(self) -> int: ...
 
-    def submit(self, selector: str) -> SubmitResult: ...
+    def submit(self, selector: str) -> SubmitReceipt: ...
 
     def finish(self, candidates: list[str]) -> tuple[str, ...]: ...
 

@@ -53,6 +53,20 @@ class PlannedEpisode:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SubmitReceipt:
+    """What the agent learns of its completed Submission, with the budget exactly as it left it."""
+
+    submission_id: str
+    program_digest: str
+    score: float
+    policy_failures: int
+    feedback_path: str
+    episodes_used: int
+    episodes_left: int
+    submissions_left: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EpisodeJob:
     """One Episode of one Program."""
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import shutil
 import traceback
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.errors import RequestRejected, SessionError
 from orchestrator.kernel.evaluation import evaluate_programs
-from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
 from orchestrator.records.atomic import write_bytes, write_json
@@ -24,18 +23,6 @@ from orchestrator.records.feedback import feedback_json, publish_feedback
 from orchestrator.records.run_dir import RunDirectory
 
 Notify = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubmitResult:
-    submission_id: str
-    program_digest: str
-    score: float
-    policy_failures: int
-    feedback_path: str
-    episodes_used: int
-    episodes_left: int
-    submissions_left: int
 
 
 class RunHost:
@@ -75,7 +62,7 @@ class RunHost:
     def max_candidates(self) -> int:
         return self._state.budget.max_candidates
 
-    def submit(self, selector: str) -> SubmitResult:
+    def submit(self, selector: str) -> SubmitReceipt:
         """Evaluate the workspace's Program on the selected pool indices. Raises RequestRejected."""
         try:
             program = capture_program(self._records.workspace / "program")
@@ -104,7 +91,7 @@ class RunHost:
         return chosen
 
     # records -------------------------------------------------------------------
-    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes]) -> SubmitResult:
+    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes]) -> SubmitReceipt:
         # Order matters for resume: the record first, then the published copy,
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
@@ -122,7 +109,7 @@ class RunHost:
         self._state.complete(view.id, document["score"], failures)
         self._records.append_event(SessionEvent.SUBMISSION_COMPLETED.value, id=view.id, score=document["score"], policy_failures=failures)
         self._notify("submission_completed", {"id": view.id, "score": document["score"], "status": self._state.status()})
-        return SubmitResult(submission_id=view.id, program_digest=digest, score=document["score"],
+        return SubmitReceipt(submission_id=view.id, program_digest=digest, score=document["score"],
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)

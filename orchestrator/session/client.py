@@ -67,3 +67,13 @@ class SessionClient:
 
     def finish(self, candidates: list[str]) -> dict[str, Any]:
         return self._invoke("Finish", pb.FinishRequest(candidates=candidates))
+
+
+def finish_and_report(client: SessionClient, candidates: list[str]) -> int:
+    """Finish with candidates, print the receipt or the refusal; return an exit status."""
+    try:
+        print(json.dumps(client.finish(candidates)), flush=True)
+    except HostApiError as exc:
+        print(f"finish refused: {exc}", flush=True)
+        return 1
+    return 0
