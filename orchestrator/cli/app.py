@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import evaluate, housekeeping, images, run
+from orchestrator.cli import envtest, evaluate, housekeeping, images, run
 
 app = typer.Typer(
     name="epg-orchestrate",
@@ -18,6 +18,7 @@ app.command("evaluate")(evaluate.evaluate)
 app.add_typer(run.spec_app, name="spec")
 app.add_typer(run.runs_app, name="runs")
 app.add_typer(images.app, name="images")
+app.add_typer(envtest.app, name="env")
 app.command("gc")(housekeeping.gc)
 app.command("benchmarks")(housekeeping.benchmarks)
 

@@ -6,7 +6,11 @@ of checking an environment image in isolation.
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import json
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -172,3 +176,25 @@ def _feedback(benchmark: Benchmark) -> str | None:
     if leaked:
         return "feedback contains a hidden Episode payload"
     return None
+
+
+def report_json(report: CheckReport) -> dict[str, Any]:
+    return {"benchmark": report.benchmark_id, "ok": report.ok,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in report.checks]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Inside an environment image: check the Benchmark made by --entry module:attribute; print the report as JSON."""
+    parser = argparse.ArgumentParser(prog="epg-check-benchmark")
+    parser.add_argument("--entry", required=True)
+    args = parser.parse_args(argv)
+    module_name, _, attribute = args.entry.partition(":")
+    benchmark = getattr(importlib.import_module(module_name), attribute)()
+    report = check_benchmark(benchmark)
+    print(json.dumps(report_json(report)))
+    sys.stdout.flush()
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -91,3 +91,16 @@ def test_images_list_shows_content_hash_tags(images):
     result = cli("images", "list")
     assert result.returncode == 0, result.stderr
     assert images["policy-runtime"].split(":")[1] in result.stdout
+
+
+def test_env_test_checks_an_environment_image_in_isolation(scope):
+    result = cli("env", "test", "cartpole", "-n", "2", scope=scope)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(" ok ") >= 7 and "FAILED" not in result.stdout
+
+
+def test_env_test_fails_a_broken_environment_and_says_why(scope):
+    result = cli("env", "test", "ProbeCrash-v0", "--environments", "tests/environments", "-n", "1", scope=scope)
+    assert result.returncode != 0
+    assert "FAILED" in result.stdout + result.stderr
+    assert "simulator exploded" in result.stdout + result.stderr
