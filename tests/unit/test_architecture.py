@@ -137,6 +137,31 @@ RULES = [
         forbidden=("docker", "grpc", "typer", "rich", "orchestrator.backends", "orchestrator.cli", "orchestrator.kernel"),
     ),
     Rule(
+        "the agent-side session client imports only what the agent image holds",
+        in_dir("orchestrator/session/"),
+        allowed=("grpc", "google.protobuf", "epg", "orchestrator.session", "orchestrator"),
+    ),
+    Rule(
+        "the built-in agents speak only the Host API",
+        in_dir("orchestrator/agents/"),
+        allowed=("orchestrator.session", "orchestrator.agents", "orchestrator"),
+    ),
+    Rule(
+        "the model relay is standard library only",
+        in_dir("orchestrator/relay/"),
+        allowed=("orchestrator.relay", "orchestrator"),
+    ),
+    Rule(
+        "the Host API servicer knows no engine, CLI or Run internals",
+        in_dir("orchestrator/hostapi/"),
+        forbidden=("docker", "typer", "rich", "pydantic", "orchestrator.backends", "orchestrator.run", "orchestrator.cli"),
+    ),
+    Rule(
+        "nothing below the CLI imports the CLI",
+        outside("orchestrator/cli/"),
+        forbidden=("orchestrator.cli",),
+    ),
+    Rule(
         "only backends and images talk to Docker",
         outside("orchestrator/backends/", "orchestrator/images/"),
         forbidden=("docker",),
