@@ -89,6 +89,10 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     assert (run_dir / "private" / "pool.json").exists()
     assert (run_dir / "workspace" / "TASK.md").read_text().count("0:8,12,20:24") == 1
     assert "s0001" in (run_dir / "agent" / "stdout.log").read_text()
+    shown = run_cli(["runs", "show", str(run_dir)], scope)
+    assert shown.returncode == 0 and "s0002" in shown.stdout and "0:2,5" in shown.stdout
+    listed = run_cli(["runs", "list", str(tmp_path)], scope)
+    assert listed.returncode == 0 and "run" in listed.stdout and "finished" in listed.stdout
     # Hidden material never reaches the agent's side.
     pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
     workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
