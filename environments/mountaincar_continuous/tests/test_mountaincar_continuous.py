@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -21,14 +19,6 @@ BASELINE = PACKAGE_ROOT / "baseline"
 @pytest.fixture(scope="module")
 def benchmark() -> Benchmark:
     return make_benchmark()
-
-
-def load_baseline() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mountaincar_continuous_baseline_policy", BASELINE / "policy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_spec(benchmark: Benchmark) -> None:
@@ -102,23 +92,6 @@ def test_validate_action_rejects_invalid_actions(benchmark: Benchmark, action: A
         benchmark.validate_action(action)
 
 
-def test_baseline_acts_validly_in_process(benchmark: Benchmark) -> None:
-    spec = benchmark.spec
-    context = SimpleNamespace(
-        observation_space=spec.observation_space,
-        action_space=spec.action_space,
-        parameters=spec.parameters,
-        seed=0,
-        rng=np.random.default_rng(0),
-        benchmark_id=spec.id,
-        program_dir=BASELINE,
-    )
-    policy = load_baseline().make_policy(context)
-    environment = benchmark.make_environment(benchmark.plan("train", 0, 1)[0])
-    observation = environment.reset()
-    for _ in range(5):
-        observation = environment.step(benchmark.validate_action(policy.act(observation))).observation
-    environment.close()
 
 
 def test_baseline_is_weak_but_working() -> None:
