@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker images demo evaluate test unit bench proto gc clean
+.PHONY: setup docker images demo evaluate test unit bench bench-engine proto gc clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ unit: setup
 
 bench: setup docker
 	$(BIN)/python bench/bench.py
+
+bench-engine: setup docker
+	$(BIN)/python bench/engine_starts.py
 
 proto: setup
 	$(BIN)/python scripts/gen-proto.py
