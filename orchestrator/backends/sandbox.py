@@ -304,7 +304,8 @@ class DockerSandbox:
     def _run_on_lane(self, lane: _Lane, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.pool.take(lane.index)
         episode, limits = job.episode, self._limits.episode
-        outcome = None
+        outcome: RunnerOutcome | None = None
+        exit_status: ContainerExit | None = None
         try:
             job.program.write_to(slot.program_dir)  # visible read-only inside the waiting container
             request = runner_pb2.RunEpisodeRequest(
@@ -323,7 +324,7 @@ class DockerSandbox:
                     f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
                     evidence=record.traceback,
                 )
-            exit_status, tail = None, record.output_tail
+            tail = record.output_tail
             if outcome is not RunnerOutcome.COMPLETED:
                 exit_status = self._exit_of(slot, outcome)
                 if not tail:
@@ -347,7 +348,8 @@ class DockerSandbox:
                 summary=values.decode(record.summary) or {},
             )
         finally:
-            if outcome is not RunnerOutcome.COMPLETED:
+            still_running = exit_status is None or exit_status.exit_code is None
+            if outcome is not RunnerOutcome.COMPLETED and still_running:
                 self._engine.kill(slot.container)  # a misbehaving policy may still be burning CPU
             self.pool.discard(slot)
 

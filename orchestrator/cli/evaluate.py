@@ -19,7 +19,7 @@ from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.evaluation import Evaluation, evaluate_program
 from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.records.atomic import write_json
-from orchestrator.records.feedback import evaluation_json, publish_feedback
+from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
 from orchestrator.runtimes.episode_loop import EpisodeLimits
 from orchestrator.sdk.planning import SPLITS
 
@@ -74,7 +74,7 @@ def evaluate(
         fail_infrastructure(exc, out_dir / "diagnostics" if out_dir else None)
     document = evaluation_json(evaluation)
     if out_dir is not None:
-        publish_feedback(out_dir, evaluation.feedback, program.digest)
+        publish_feedback(out_dir, feedback_json(evaluation.feedback, program.digest), evaluation.feedback.artifacts)
         write_json(out_dir / "evaluation.json", document)
     if as_json:
         print(json.dumps(document))

@@ -55,7 +55,7 @@ def run(
         spec_dir = path.resolve().parent
     options = RunOptions(spec=spec, spec_text=text, spec_dir=spec_dir, run_dir=run_dir.resolve(), resume=resume is not None,
                          scope=scope, base=base, environments=roots)
-    reporter = _Reporter(quiet=as_json, total=spec.budget.episodes, maximize=True)
+    reporter = _Reporter(quiet=as_json)
     try:
         with err.status("starting", spinner="dots") as status:
             reporter.status = status
@@ -76,9 +76,8 @@ def run(
 class _Reporter:
     """Turns Run events into progress lines and a status line (phase, Submissions, budget, best score)."""
 
-    def __init__(self, quiet: bool, total: int, maximize: bool) -> None:
+    def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
-        self.total = total
         self.best: float | None = None
         self.status = None
 
@@ -97,7 +96,8 @@ class _Reporter:
         elif kind == "submission_completed":
             status = fields["status"]
             score = fields["score"]
-            self.best = score if self.best is None else max(self.best, score)
+            better = min if fields["direction"] == "minimize" else max
+            self.best = score if self.best is None else better(self.best, score)
             err.print(
                 f"{fields['id']}  score {score:10.3f}   best {self.best:10.3f}   "
                 f"Episodes left {status.episodes_left}/{status.episodes_total}   Submissions left {status.submissions_left}",

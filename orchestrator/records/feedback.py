@@ -37,14 +37,22 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
     return document
 
 
-def publish_feedback(directory: Path, feedback: EvaluationFeedback, program_digest: str) -> Path:
-    """Write feedback.json and artifacts/ below directory; return the feedback.json path.
-
-    Artifact names that are not plain file names are skipped.
-    """
-    for name, data in feedback.artifacts.items():
+def write_artifacts(directory: Path, artifacts: dict[str, bytes]) -> None:
+    """Write artifacts below directory/artifacts; names that are not plain file names are skipped."""
+    for name, data in artifacts.items():
         if _SAFE_NAME.match(name):
             write_bytes(directory / "artifacts" / name, data)
+
+
+def read_artifacts(directory: Path) -> dict[str, bytes]:
+    """The artifacts written below directory/artifacts by write_artifacts."""
+    folder = directory / "artifacts"
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+def publish_feedback(directory: Path, document: dict[str, Any], artifacts: dict[str, bytes]) -> Path:
+    """Write artifacts/ and feedback.json (the document of feedback_json) below directory; return its path."""
+    write_artifacts(directory, artifacts)
     target = directory / "feedback.json"
-    write_json(target, feedback_json(feedback, program_digest))
+    write_json(target, document)
     return target

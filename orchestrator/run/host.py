@@ -8,7 +8,6 @@ writes records around it.
 from __future__ import annotations
 
 import json
-import shutil
 import traceback
 from typing import Any, Callable
 
@@ -19,7 +18,7 @@ from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpis
 from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
 from orchestrator.records.atomic import write_bytes, write_json
-from orchestrator.records.feedback import feedback_json, publish_feedback
+from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
 from orchestrator.records.run_dir import RunDirectory
 
 Notify = Callable[[str, dict[str, Any]], None]
@@ -95,30 +94,24 @@ class RunHost:
         # Order matters for resume: the record first, then the published copy,
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
-        for name, data in artifacts.items():
-            write_bytes(directory / "artifacts" / name, data)
+        write_artifacts(directory, artifacts)
         write_json(directory / "record.json", {
             "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
             "program_digest": digest, "feedback": document,
         })
-        self._publish(view.id, document, directory)
+        publish_feedback(self._records.published_feedback(view.id), document, artifacts)
         failures = sum(1 for e in document["episodes"] if e["failure"])
         # Taken while the Submission is still in flight, so no other can be admitted
         # in between: the budget exactly as this Submission left it.
         budget = self._state.status()
         self._state.complete(view.id, document["score"], failures)
         self._records.append_event(SessionEvent.SUBMISSION_COMPLETED.value, id=view.id, score=document["score"], policy_failures=failures)
-        self._notify("submission_completed", {"id": view.id, "score": document["score"], "status": self._state.status()})
+        self._notify("submission_completed", {"id": view.id, "score": document["score"], "status": self._state.status(),
+                                              "direction": self._benchmark.direction})
         return SubmitReceipt(submission_id=view.id, program_digest=digest, score=document["score"],
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)
-
-    def _publish(self, submission_id: str, document: dict[str, Any], record_dir) -> None:
-        target = self._records.published_feedback(submission_id)
-        if (record_dir / "artifacts").is_dir():
-            shutil.copytree(record_dir / "artifacts", target / "artifacts", dirs_exist_ok=True)
-        write_json(target / "feedback.json", document)
 
     def _void(self, view: SubmissionView, exc: Exception) -> None:
         self._state.void(view.id)
@@ -137,7 +130,8 @@ class RunHost:
         if record_path.exists():
             record = json.loads(record_path.read_text())
             view = next(s for s in self._state.status().submissions if s.id == submission_id)
-            self._complete(view, record["program_digest"], record["feedback"], {})
+            artifacts = read_artifacts(self._records.submission(submission_id))
+            self._complete(view, record["program_digest"], record["feedback"], artifacts)
             return f"{submission_id} completed from its record"
         self._state.void(submission_id)
         self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=submission_id, reason="orchestrator_restarted")

@@ -12,14 +12,8 @@ from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
 from orchestrator.runtimes.episode_loop import EpisodeLimits
 
-STEADY = '''
-class Policy:
-    def act(self, observation):
-        return 1 if observation[2] + 0.5 * observation[3] > 0 else 0
+from programs import STEADY
 
-def make_policy(context):
-    return Policy()
-'''
 
 
 def _one(sandbox, program_dir, index=0):

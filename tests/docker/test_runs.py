@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -17,17 +16,11 @@ import yaml
 from orchestrator.backends.labels import selector
 from orchestrator.kernel.program import capture_program
 
+from programs import STEADY
+
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "environments" / "cartpole" / "baseline"
 
-STEADY = '''
-class Policy:
-    def act(self, observation):
-        return 1 if observation[2] + 0.5 * observation[3] > 0 else 0
-
-def make_policy(context):
-    return Policy()
-'''
 
 
 def run_cli(args: list[str], scope: str, timeout: float = 600) -> subprocess.CompletedProcess:

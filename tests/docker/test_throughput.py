@@ -7,6 +7,8 @@ from orchestrator.backends.sandbox import SandboxTuning
 from orchestrator.kernel.evaluation import evaluate_program, evaluate_programs
 from orchestrator.kernel.program import capture_program
 
+from programs import STEADY
+
 RANDOM_POLICY = '''
 class Policy:
     def __init__(self, rng):
@@ -65,13 +67,7 @@ def test_no_pooled_container_serves_two_episodes(open_sandbox, write_program, en
 
 
 def test_candidates_are_evaluated_concurrently_on_the_same_episodes(open_sandbox, write_program):
-    steady = capture_program(write_program('''
-        class Policy:
-            def act(self, observation):
-                return 1 if observation[2] + 0.5 * observation[3] > 0 else 0
-        def make_policy(context):
-            return Policy()
-    '''))
+    steady = capture_program(write_program(STEADY))
     left = capture_program(write_program("class P:\n    def act(self, o):\n        return 0\ndef make_policy(c):\n    return P()\n"))
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=4)) as sandbox:
         episodes = sandbox.plan("validation", 5, 4)
