@@ -69,6 +69,11 @@ def to_docker_kwargs(spec: ContainerSpec) -> dict[str, Any]:
     }
     if spec.network_none:
         kwargs["network_mode"] = "none"
+        # No libnetwork sandbox: runc still gives the container a fresh network
+        # namespace holding only loopback, but the engine skips its per-container
+        # network set-up, including a prestart hook that re-executes the whole
+        # dockerd binary. Measured here: ~265 -> ~60 ms of engine CPU per start.
+        kwargs["network_disabled"] = True
     if spec.name:
         kwargs["name"] = spec.name
     if spec.cpuset_cpus:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 
@@ -37,6 +38,7 @@ def facts(host_port, host_path):
     except ImportError:
         result["gymnasium"] = False
     result["interfaces"] = sorted(os.listdir("/sys/class/net"))
+    result["netns"] = os.readlink("/proc/self/ns/net")
     routes = open("/proc/net/route").read().splitlines()[1:]
     result["routes"] = [line.split()[0] for line in routes if line.strip()]
     try:
@@ -123,7 +125,8 @@ def test_policy_cannot_import_the_simulator(facts):
 
 
 def test_policy_cannot_reach_network(facts):
-    # Structure: only a loopback interface and no route at all.
+    # Structure: a network namespace of its own, only a loopback interface, no route at all.
+    assert facts["netns"] != os.readlink("/proc/self/ns/net")
     assert facts["interfaces"] == ["lo"]
     assert facts["routes"] == []
     assert facts["resolver"] is False
@@ -146,6 +149,8 @@ def test_container_spec_translation_matches_the_real_container(engine, images, s
         container.reload()
         host = container.attrs["HostConfig"]
         assert host["NetworkMode"] == "none"
+        assert container.attrs["Config"]["NetworkDisabled"] is True
+        assert not container.attrs["NetworkSettings"]["Networks"]
         assert host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"]
         assert host["SecurityOpt"] == ["no-new-privileges"]

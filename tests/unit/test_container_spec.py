@@ -18,6 +18,7 @@ def spec(**overrides) -> ContainerSpec:
 def test_defaults_are_hardened():
     kwargs = to_docker_kwargs(spec())
     assert kwargs["network_mode"] == "none"
+    assert kwargs["network_disabled"] is True
     assert kwargs["read_only"] is True
     assert kwargs["cap_drop"] == ["ALL"]
     assert kwargs["security_opt"] == ["no-new-privileges"]
@@ -66,7 +67,9 @@ def test_log_config_is_a_bounded_json_file():
 
 
 def test_network_is_left_to_the_engine_only_when_explicitly_enabled():
-    assert "network_mode" not in to_docker_kwargs(spec(network_none=False))
+    kwargs = to_docker_kwargs(spec(network_none=False))
+    assert "network_mode" not in kwargs
+    assert "network_disabled" not in kwargs
 
 
 def test_bind_mounts_are_translated_with_their_read_only_flag():
