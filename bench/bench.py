@@ -73,8 +73,8 @@ def busy_jiffies() -> tuple[int, int]:
     return sum(fields) - fields[3] - fields[4], sum(fields)
 
 
-def samples(rates: list[float]) -> str:
-    return f"median of {len(rates)}: " + " ".join(f"{r:.2f}" for r in rates)
+def samples(values: list[float]) -> str:
+    return f"median of {len(values)}: " + " ".join(f"{v:.2f}" for v in values)
 
 
 def settle(quiet: float = 0.15, longest_s: float = 60.0) -> float:
@@ -121,8 +121,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=64, help="Episodes per figure")
     parser.add_argument("--concurrency", type=int, default=0, help="lanes (0: one per CPU)")
-    parser.add_argument("--starters", type=int, default=4, help="parallel container starts")
-    parser.add_argument("--repeats", type=int, default=3, help="cold-start samples per figure (the median is shown)")
+    parser.add_argument("--starters", type=int, default=SandboxTuning().starters, help="parallel container starts (default: the sandbox's)")
+    parser.add_argument("--repeats", type=int, default=3, help="samples of the cold-start and one-lane figures (the median is shown)")
     args = parser.parse_args()
     n = args.episodes
 
@@ -144,11 +144,13 @@ def main() -> int:
 
         # Step latency on one lane: no other Episode shares the machine.
         single = SandboxTuning(concurrency=1, pool_size=16, starters=args.starters)
+        lone_us = []
         with DockerSandbox(engine, images, labels=labels(), tuning=single) as sandbox:
-            sandbox.pool.wait_until_settled(600)
-            settle()
-            _, lone = timed_batch(sandbox, balancing, 16)
-        lone_us = sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6
+            for _ in range(args.repeats):
+                sandbox.pool.wait_until_settled(600)
+                settle()
+                _, lone = timed_batch(sandbox, balancing, 16)
+                lone_us.append(sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6)
         settle()
 
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
@@ -186,7 +188,7 @@ def main() -> int:
     report(f"warm pool: ~{short_steps:.0f}-step Episodes per second", warm_short, "Episodes/s", "(target >= 16)")
     report("cold start: 500-step Episodes per second", median(cold_long), "Episodes/s", f"(target >= 5.7) {samples(cold_long)}")
     report(f"cold start: ~{short_steps:.0f}-step Episodes per second", median(cold_short), "Episodes/s", samples(cold_short))
-    report("us per step, all in, 500-step Episodes, one lane", lone_us, "us/step", "(target < 60)")
+    report("us per step, all in, 500-step Episodes, one lane", median(lone_us), "us/step", f"(target < 60) {samples(lone_us)}")
     report(f"us per step, all in, 500-step Episodes, {tuning.lanes()} lanes at once", us_step, "us/step",
            f"(policy {policy_us:.1f} + env {env_us:.1f} + runner rest)")
     report("plain local process: 500-step Episodes per second", local_long, "Episodes/s")
