@@ -77,9 +77,9 @@ def samples(values: list[float]) -> str:
     return f"median of {len(values)}: " + " ".join(f"{v:.2f}" for v in values)
 
 
-def settle(quiet: float = 0.15, longest_s: float = 60.0) -> float:
+def settle(quiet: float = 0.15, longest_s: float = 60.0) -> None:
     """Wait until the machine is quiet: the engine's clean-up (container removal, namespace teardown)
-    outlives its API calls and would otherwise be charged to the next figure. Returns the seconds waited."""
+    outlives its API calls and would otherwise be charged to the next figure."""
     began = time.monotonic()
     calm = 0
     busy, total = busy_jiffies()
@@ -89,7 +89,6 @@ def settle(quiet: float = 0.15, longest_s: float = 60.0) -> float:
         share = (now_busy - busy) / max(1, now_total - total)
         busy, total = now_busy, now_total
         calm = calm + 1 if share < quiet else 0
-    return time.monotonic() - began
 
 
 def idle_container_memory(engine: DockerEngine, sandbox: DockerSandbox) -> float:

@@ -12,19 +12,66 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from epg.v1 import runner_pb2
 from orchestrator.kernel.codes import RunnerOutcome
 from orchestrator.kernel.outcomes import ContainerExit, classify_episode
 from orchestrator.kernel.seeds import policy_seed
-from orchestrator.protocol.framing import STEP_SPIN, FramedSocket
+from orchestrator.protocol.framing import DEFAULT_MAX_FRAME_BYTES, STEP_SPIN, FramedSocket
 from orchestrator.protocol.records import OUTCOMES, failure_to_proto
 from orchestrator.runtimes.episode_loop import EpisodeLimits, drive_episode
 from orchestrator.runtimes.runner import feedback_records
 from orchestrator.sdk.benchmark import Benchmark, Feedback
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def local_runtime_env() -> dict[str, str]:
+    """The environment of a local policy runtime process: this checkout on its path, nothing else of ours."""
+    return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(_REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@contextmanager
+def local_policy_runtime(
+    startup_timeout_s: float, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+) -> Iterator[tuple[FramedSocket, subprocess.Popen[bytes]]]:
+    """Start the policy runtime as a plain local subprocess; yield its connected channel and the process.
+
+    On leaving, the channel is closed and the process waited for (killed after 2 s), so
+    its exit status is known. Raises socket.timeout when it does not connect in time.
+    """
+    with tempfile.TemporaryDirectory(prefix="epg-local-") as tmp:
+        path = os.path.join(tmp, "policy.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.runtimes.policy_runtime", path],
+            env=local_runtime_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            listener.settimeout(startup_timeout_s)
+            connection, _ = listener.accept()
+            listener.close()
+            channel = FramedSocket(connection, max_frame_bytes, spin=STEP_SPIN)
+            try:
+                yield channel, process
+            finally:
+                channel.close()
+        finally:
+            if process.poll() is None:
+                try:
+                    process.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
 
 def run_local_episode(
     benchmark: Benchmark,
@@ -37,35 +84,8 @@ def run_local_episode(
 
     Raises RuntimeError when the Benchmark itself fails (an environment error).
     """
-    with tempfile.TemporaryDirectory(prefix="epg-local-") as tmp:
-        path = os.path.join(tmp, "policy.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)
-        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(_REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.runtimes.policy_runtime", path],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            listener.settimeout(limits.startup_deadline_s)
-            connection, _ = listener.accept()
-            listener.close()
-            channel = FramedSocket(connection, limits.max_frame_bytes, spin=STEP_SPIN)
-            try:
-                record = drive_episode(benchmark, episode, channel, limits, policy_seed(seed, episode.split, episode.index), str(program_dir.resolve()))
-            finally:
-                channel.close()
-        finally:
-            if process.poll() is None:
-                try:
-                    process.wait(timeout=2)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+    with local_policy_runtime(limits.startup_deadline_s, limits.max_frame_bytes) as (channel, process):
+        record = drive_episode(benchmark, episode, channel, limits, policy_seed(seed, episode.split, episode.index), str(program_dir.resolve()))
     outcome = OUTCOMES[record.outcome]
     if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
         raise RuntimeError(f"environment error in Episode {episode.index}:\n{record.traceback}")

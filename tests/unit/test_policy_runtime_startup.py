@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from epg.v1 import policy_pb2
-from orchestrator.protocol import values
-from orchestrator.protocol.framing import FramedSocket
+from orchestrator.runtimes.episode_loop import start_frame
+from orchestrator.sdk.testing import local_policy_runtime, local_runtime_env
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = ("numpy.random", "pathlib", "traceback")
 
 REPORTER = f"""
@@ -38,23 +36,10 @@ def make_policy(context):
     return Policy()
 """
 
-
-def runtime_env() -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-
-
-def start_frame(program_dir: Path, seed: int) -> policy_pb2.PolicyFrame:
-    frame = policy_pb2.PolicyFrame()
-    start = frame.start
-    start.abi_version = 1
-    start.benchmark_id = "Test-v0"
-    start.observation_space.CopyFrom(values.encode({"kind": "box", "shape": [1]}))
-    start.action_space.CopyFrom(values.encode({"kind": "discrete", "n": 2}))
-    start.parameters.CopyFrom(values.encode({}))
-    start.policy_seed = seed
-    start.program_dir = str(program_dir)
-    start.output_tail_bytes = 4096
-    return frame
+# All that start_frame reads of a Benchmark.
+SPEC_ONLY = SimpleNamespace(
+    spec=SimpleNamespace(id="Test-v0", observation_space={"kind": "box", "shape": [1]}, action_space={"kind": "discrete", "n": 2}, parameters={})
+)
 
 
 def serve_once(tmp_path: Path, *, start_after_s: float, seed: int = 7) -> dict:
@@ -62,30 +47,17 @@ def serve_once(tmp_path: Path, *, start_after_s: float, seed: int = 7) -> dict:
     program = tmp_path / "program"
     program.mkdir()
     (program / "policy.py").write_text(textwrap.dedent(REPORTER))
-    path = str(tmp_path / "policy.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(1)
-    listener.settimeout(60)
-    process = subprocess.Popen([sys.executable, "-m", "orchestrator.runtimes.policy_runtime", path], env=runtime_env())
-    try:
-        connection, _ = listener.accept()
-        channel = FramedSocket(connection)
+    with local_policy_runtime(startup_timeout_s=60) as (channel, process):
         time.sleep(start_after_s)
         deadline = time.monotonic() + 60
-        channel.send(start_frame(program, seed), deadline)
+        channel.send(start_frame(SPEC_ONLY, seed, str(program), 4096), deadline)
         ready = channel.receive(policy_pb2.RuntimeFrame(), deadline)
         assert ready.WhichOneof("kind") == "ready", ready
         stop = policy_pb2.PolicyFrame()
         stop.stop.reason = "episode over"
         channel.send(stop, deadline)
         goodbye = channel.receive(policy_pb2.RuntimeFrame(), deadline)
-        assert process.wait(timeout=30) == 0
-    finally:
-        listener.close()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    assert process.returncode == 0
     tail = goodbye.goodbye.output_tail.decode()
     line = next(line for line in tail.splitlines() if line.startswith("FACTS "))
     return json.loads(line[len("FACTS "):]) | {"program": str(program)}
@@ -94,7 +66,7 @@ def serve_once(tmp_path: Path, *, start_after_s: float, seed: int = 7) -> dict:
 def loaded_by_interpreter_start() -> list[str]:
     """The optional modules this interpreter loads before any code runs (a .pth hook may load pathlib)."""
     code = f"import sys; print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))"
-    return subprocess.run([sys.executable, "-c", code], env=runtime_env(), capture_output=True, text=True, check=True).stdout.split()
+    return subprocess.run([sys.executable, "-c", code], env=local_runtime_env(), capture_output=True, text=True, check=True).stdout.split()
 
 
 def test_a_runtime_whose_episode_is_waiting_loads_no_optional_module_before_the_program(tmp_path):
@@ -117,5 +89,5 @@ def test_the_program_sees_the_same_context_either_way(tmp_path, start_after_s):
 
 def test_importing_the_runtime_leaves_the_garbage_collector_alone():
     code = "import gc, orchestrator.runtimes.policy_runtime; print(gc.isenabled())"
-    out = subprocess.run([sys.executable, "-c", code], env=runtime_env(), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], env=local_runtime_env(), capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
