@@ -25,6 +25,9 @@ PROTO_CODES: dict[SessionError, int] = {
     SessionError.ALREADY_FINISHED: pb.ERROR_CODE_ALREADY_FINISHED,
     SessionError.BUSY: pb.ERROR_CODE_BUSY,
     SessionError.INTERNAL: pb.ERROR_CODE_INTERNAL,
+    SessionError.REQUEST_TOO_LARGE: pb.ERROR_CODE_REQUEST_TOO_LARGE,
+    SessionError.MALFORMED_REQUEST: pb.ERROR_CODE_MALFORMED_REQUEST,
+    SessionError.UNKNOWN_METHOD: pb.ERROR_CODE_UNKNOWN_METHOD,
 }
 
 GRPC_STATUS: dict[SessionError, grpc.StatusCode] = {
@@ -43,4 +46,8 @@ GRPC_STATUS: dict[SessionError, grpc.StatusCode] = {
     SessionError.ALREADY_FINISHED: grpc.StatusCode.FAILED_PRECONDITION,
     SessionError.BUSY: grpc.StatusCode.UNAVAILABLE,
     SessionError.INTERNAL: grpc.StatusCode.INTERNAL,
+    # The status gRPC itself answers for a message over its transport cap, so both refusals look alike.
+    SessionError.REQUEST_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    SessionError.MALFORMED_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    SessionError.UNKNOWN_METHOD: grpc.StatusCode.UNIMPLEMENTED,
 }

@@ -1,5 +1,18 @@
 """The Host API servicer: authenticates every call, checks its shape, and hands off to the Run's host.
 
+Every call passes RequestGuard first, in this order: the bearer token, the
+request's size, its parse; then the servicer checks the request's shape. So
+each refusal an agent can cause carries an `epg-error-code`, including those
+gRPC would otherwise answer itself (an unknown method, a call without a
+request message, bytes that are no request message), and a caller without
+the token learns only `unauthenticated`: the guard reads no request of such
+a caller.
+
+One refusal stays gRPC's own: an authenticated call whose message is over
+the transport cap (TRANSPORT_MAX_RECEIVE_BYTES) is refused by gRPC as it
+reads the message, with RESOURCE_EXHAUSTED and no `epg-error-code`. The
+session client reads that status as `request_too_large`.
+
 gRPC threads do no budget logic: the RunHost (and its SessionState) owns it.
 """
 
@@ -9,11 +22,13 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
@@ -25,8 +40,11 @@ from orchestrator.kernel.session import StatusView
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 64 * 1024
+# gRPC's own limit, above MAX_REQUEST_BYTES so that the typed check normally answers; it bounds what one call buffers.
+TRANSPORT_MAX_RECEIVE_BYTES = 1024 * 1024
 MAX_SELECTOR_CHARS = 16 * 1024
 MAX_CANDIDATES_LISTED = 64
+HOST_API_METHODS = tuple(m.name for m in pb.DESCRIPTOR.services_by_name["HostApi"].methods)
 
 
 class RunHostPort(Protocol):
@@ -46,19 +64,72 @@ class RunHostPort(Protocol):
     def finish(self, candidates: list[str]) -> tuple[str, ...]: ...
 
 
-class HostApiServicer(pb_grpc.HostApiServicer):
-    def __init__(self, host: RunHostPort, token: str) -> None:
-        self._host = host
+class RequestGuard(grpc.ServerInterceptor):
+    """Authenticates every call, then bounds and parses its request, before the servicer sees it.
+
+    Each registered method handler is replaced by one that takes the request
+    as a stream of raw bytes, so that gRPC neither parses it nor counts its
+    messages: the guard authenticates before it reads anything, then refuses,
+    in order, `request_too_large` (over MAX_REQUEST_BYTES) and
+    `malformed_request` (no message, or bytes that do not parse as the
+    method's request message). A message after the first is ignored, as gRPC
+    does for a unary call. An unknown method gets `unknown_method`, also
+    after the token check.
+    """
+
+    def __init__(self, token: str) -> None:
         self._expected = f"Bearer {token}".encode()
 
-    # guards --------------------------------------------------------------------
+    def intercept_service(self, continuation, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return grpc.stream_unary_rpc_method_handler(self._unknown_method)
+        # Every Host API method is unary-unary (see host_api.proto).
+        return grpc.stream_unary_rpc_method_handler(
+            self._guarded(handler.unary_unary, handler.request_deserializer),
+            response_serializer=handler.response_serializer,
+        )
+
+    def _guarded(self, behavior: Callable[[Any, grpc.ServicerContext], Any],
+                 parse: Callable[[bytes], Any]) -> Callable[[Iterator[bytes], grpc.ServicerContext], Any]:
+        def guarded(messages: Iterator[bytes], context: grpc.ServicerContext) -> Any:
+            self._authenticate(context)
+            raw = next(messages, None)
+            if raw is None:
+                _abort(context, RequestRejected(SessionError.MALFORMED_REQUEST, "the call carried no request message"))
+            if len(raw) > MAX_REQUEST_BYTES:
+                _abort(context, RequestRejected(
+                    SessionError.REQUEST_TOO_LARGE, f"the request is {len(raw)} bytes, over the limit of {MAX_REQUEST_BYTES}"))
+            try:
+                request = parse(raw)
+            except DecodeError:
+                _abort(context, RequestRejected(
+                    SessionError.MALFORMED_REQUEST, "the request bytes are not a valid request message of this method"))
+            return behavior(request, context)
+
+        return guarded
+
+    def _unknown_method(self, messages: Iterator[bytes], context: grpc.ServicerContext) -> NoReturn:
+        self._authenticate(context)
+        _abort(context, RequestRejected(
+            SessionError.UNKNOWN_METHOD, f"no such method: the Host API (epg.v1.HostApi) has {', '.join(HOST_API_METHODS)}"))
+
     def _authenticate(self, context: grpc.ServicerContext) -> None:
         supplied = dict(context.invocation_metadata()).get("authorization", "")
         if not hmac.compare_digest(supplied.encode(), self._expected):
             _abort(context, RequestRejected(SessionError.UNAUTHENTICATED, "missing or wrong bearer token"))
 
+
+class HostApiServicer(pb_grpc.HostApiServicer):
+    """Checks the shape of authenticated, parsed requests and hands off to the Run's host.
+
+    It does not authenticate: serve it only behind RequestGuard, as serve() does.
+    """
+
+    def __init__(self, host: RunHostPort) -> None:
+        self._host = host
+
     def _call(self, context: grpc.ServicerContext, function, *args):
-        self._authenticate(context)
         try:
             return function(*args)
         except RequestRejected as rejected:
@@ -77,7 +148,6 @@ class HostApiServicer(pb_grpc.HostApiServicer):
         return status_message(status, self._host)
 
     def Submit(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.SubmitReceipt:
-        self._authenticate(context)
         if len(request.episodes) > MAX_SELECTOR_CHARS:
             _abort(context, RequestRejected(SessionError.INVALID_SELECTOR, f"selector longer than {MAX_SELECTOR_CHARS} characters"))
         result = self._call(context, self._host.submit, request.episodes)
@@ -93,7 +163,6 @@ class HostApiServicer(pb_grpc.HostApiServicer):
         )
 
     def Finish(self, request: pb.FinishRequest, context: grpc.ServicerContext) -> pb.FinishReceipt:
-        self._authenticate(context)
         if len(request.candidates) > MAX_CANDIDATES_LISTED:
             _abort(context, RequestRejected(SessionError.TOO_MANY_CANDIDATES, f"more than {MAX_CANDIDATES_LISTED} candidates listed"))
         candidates = self._call(context, self._host.finish, list(request.candidates))
@@ -139,9 +208,10 @@ def serve(host: RunHostPort, token: str, socket_path: Path, workers: int = 8) ->
     """Serve the Host API on a Unix socket (world-connectable: the agent runs as another user)."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers),
-        options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
+        interceptors=[RequestGuard(token)],
+        options=[("grpc.max_receive_message_length", TRANSPORT_MAX_RECEIVE_BYTES)],
     )
-    pb_grpc.add_HostApiServicer_to_server(HostApiServicer(host, token), server)
+    pb_grpc.add_HostApiServicer_to_server(HostApiServicer(host), server)
     socket_path.unlink(missing_ok=True)
     server.add_insecure_port(f"unix:{socket_path}")
     server.start()

@@ -8,8 +8,9 @@ from enum import StrEnum
 class SessionError(StrEnum):
     """Why the Host refused a request of the agent.
 
-    UNAUTHENTICATED, INVALID_PROGRAM and INTERNAL are raised by the layers
-    around the session rules; they are defined here so the set is closed.
+    UNAUTHENTICATED, REQUEST_TOO_LARGE, MALFORMED_REQUEST, UNKNOWN_METHOD,
+    INVALID_PROGRAM and INTERNAL are raised by the layers around the session
+    rules; they are defined here so the set is closed.
     """
 
     UNAUTHENTICATED = "unauthenticated"
@@ -27,6 +28,9 @@ class SessionError(StrEnum):
     ALREADY_FINISHED = "already_finished"
     BUSY = "busy"
     INTERNAL = "internal"
+    REQUEST_TOO_LARGE = "request_too_large"  # the request message is over the Host API's size limit
+    MALFORMED_REQUEST = "malformed_request"  # the request bytes do not parse as the method's request message
+    UNKNOWN_METHOD = "unknown_method"  # the called path is no method of the Host API
 
 
 class RequestRejected(Exception):

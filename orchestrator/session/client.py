@@ -18,11 +18,18 @@ from epg.v1 import host_api_pb2_grpc as pb_grpc
 
 ERROR_METADATA_KEY = "epg-error-code"
 DEFAULT_SOCKET = "/epg/host/api.sock"
+# Refusals gRPC answers itself, without an epg-error-code: the Host's transport refuses a request message over its
+# cap (1 MiB, far above the Host API's own limit) with RESOURCE_EXHAUSTED before the Host sees it.
+UNCODED_REFUSALS = {grpc.StatusCode.RESOURCE_EXHAUSTED: "request_too_large"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostApiError(Exception):
-    """A refused call: code is one of the Host API's error codes (e.g. "budget_exhausted")."""
+    """A refused call: code is one of the Host API's error codes (e.g. "budget_exhausted").
+
+    When the call failed without reaching the Host (no socket, a deadline), code is the gRPC status
+    in lower case (e.g. "unavailable", "deadline_exceeded").
+    """
 
     code: str
     message: str
@@ -50,7 +57,7 @@ class SessionClient:
             response = getattr(self._stub, method)(request, metadata=metadata, timeout=self._timeout)
         except grpc.RpcError as exc:
             trailing = dict(exc.trailing_metadata() or ())
-            code = trailing.get(ERROR_METADATA_KEY) or exc.code().name.lower()
+            code = trailing.get(ERROR_METADATA_KEY) or UNCODED_REFUSALS.get(exc.code()) or exc.code().name.lower()
             raise HostApiError(code=code, message=exc.details() or "") from None
         return MessageToDict(response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 

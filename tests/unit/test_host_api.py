@@ -21,12 +21,13 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.message import DecodeError
 
 from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
 from orchestrator.hostapi import errors as hostapi_errors
 from orchestrator.hostapi.errors import GRPC_STATUS, PROTO_CODES
-from orchestrator.hostapi.server import serve
+from orchestrator.hostapi.server import MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
 from orchestrator.kernel.codes import EpisodeStatus, FailureCode, InfraErrorCode, InfrastructureError
 from orchestrator.kernel.errors import SessionError
 from orchestrator.kernel.outcomes import EpisodeOutcome
@@ -622,16 +623,138 @@ def test_a_receipt_reports_the_budget_as_its_own_submission_left_it(serve_run: C
     assert (first["episodes_used"], first["episodes_left"], first["submissions_left"]) == (2, 8, 2)
 
 
-# Request size -------------------------------------------------------------------
-def test_an_oversized_request_is_refused_and_the_server_stays_up(run: Served):
+# Requests gRPC would refuse itself ------------------------------------------------
+AUTHORIZED = (("authorization", f"Bearer {TOKEN}"),)
+UNAUTHORIZED = {"no-token": (), "wrong-token": (("authorization", f"Bearer {WRONG_TOKEN}"),)}
+METHOD_PATHS = [f"/epg.v1.HostApi/{method}" for method in RAW_REQUESTS]
+# A valid SubmitRequest over MAX_REQUEST_BYTES (and under the transport cap); its bytes parse as every request message.
+TOO_LARGE = pb.SubmitRequest(episodes="0" * MAX_REQUEST_BYTES).SerializeToString()
+OVER_TRANSPORT_CAP = pb.SubmitRequest(episodes="0" * TRANSPORT_MAX_RECEIVE_BYTES).SerializeToString()
+MALFORMED = {  # name: (bytes, the methods whose request message they are not)
+    "invalid-wire-type": (b"\x0f", METHOD_PATHS),
+    "huge-field-number": (b"\xff\xff\xff", METHOD_PATHS),
+    "truncated-field": (b"\x0a\x05ab", METHOD_PATHS),
+    # Field 1 is a string only in SubmitRequest and FinishRequest: elsewhere these bytes are a valid unknown field.
+    "invalid-utf8-string": (b"\x0a\x02\xff\xfe", ["/epg.v1.HostApi/Submit", "/epg.v1.HostApi/Finish"]),
+}
+
+
+def raw_bytes_call(served: Served, path: str, payload: bytes | None, metadata: tuple = ()) -> grpc.RpcError:
+    """Send payload as the request's raw bytes (None: a call with no request message); return the RpcError."""
+    with grpc.insecure_channel(f"unix:{served.socket_path}") as channel:
+        with pytest.raises(grpc.RpcError) as caught:
+            if payload is None:
+                call = channel.stream_unary(path, request_serializer=None, response_deserializer=None)
+                call(iter(()), metadata=metadata, timeout=CALL_TIMEOUT_S)
+            else:
+                call = channel.unary_unary(path, request_serializer=None, response_deserializer=None)
+                call(payload, metadata=metadata, timeout=CALL_TIMEOUT_S)
+    return caught.value
+
+
+GUARDED_CALLS = [
+    *(pytest.param(path, payload, grpc.StatusCode.INVALID_ARGUMENT, "malformed_request", id=f"malformed-{name}-{path}")
+      for name, (payload, paths) in MALFORMED.items() for path in paths),
+    *(pytest.param(path, None, grpc.StatusCode.INVALID_ARGUMENT, "malformed_request", id=f"no-message-{path}")
+      for path in METHOD_PATHS),
+    *(pytest.param(path, TOO_LARGE, grpc.StatusCode.RESOURCE_EXHAUSTED, "request_too_large", id=f"too-large-{path}")
+      for path in METHOD_PATHS),
+    *(pytest.param(path, b"", grpc.StatusCode.UNIMPLEMENTED, "unknown_method", id=f"unknown-{path}")
+      for path in ("/epg.v1.HostApi/Evaluate", "/epg.v1.HostApi/submit", "/epg.v1.Runner/Describe", "/Submit")),
+]
+
+
+def test_the_test_requests_are_what_they_claim():
+    assert TRANSPORT_MAX_RECEIVE_BYTES > MAX_REQUEST_BYTES
+    assert MAX_REQUEST_BYTES < len(TOO_LARGE) < TRANSPORT_MAX_RECEIVE_BYTES
+    assert len(OVER_TRANSPORT_CAP) > TRANSPORT_MAX_RECEIVE_BYTES
+    for message in (pb.TaskRequest, pb.StatusRequest, pb.SubmitRequest, pb.FinishRequest):
+        message.FromString(TOO_LARGE)
+    for payload, paths in MALFORMED.values():
+        for path in paths:
+            with pytest.raises(DecodeError):
+                type(RAW_REQUESTS[path.rsplit("/", 1)[1]]).FromString(payload)
+
+
+@pytest.mark.parametrize(("path", "payload", "status", "code"), GUARDED_CALLS)
+def test_a_request_grpc_would_refuse_itself_gets_a_typed_code_and_changes_nothing(
+        run: Served, path: str, payload: bytes | None, status: grpc.StatusCode, code: str):
+    run.client.submit("0:2")  # s0001 completed: a Finish that got through would change the Run
+    before = run.snapshot()
+
+    error = raw_bytes_call(run, path, payload, AUTHORIZED)
+
+    assert (error.code(), trailing_code(error)) == (status, code), error.details()
+    assert GRPC_STATUS[SessionError(code)] is status
+    assert run.snapshot() == before
+
+
+@pytest.mark.parametrize("metadata", UNAUTHORIZED.values(), ids=UNAUTHORIZED.keys())
+@pytest.mark.parametrize(("path", "payload"), [
+    *(pytest.param(*param.values[:2], id=param.id) for param in GUARDED_CALLS),
+    *(pytest.param(path, OVER_TRANSPORT_CAP, id=f"over-transport-cap-{path}") for path in METHOD_PATHS),
+])
+def test_a_caller_without_the_token_learns_only_unauthenticated_whatever_its_request(
+        run: Served, metadata: tuple, path: str, payload: bytes | None):
+    # The guard reads no message of an unauthenticated call: not even one over the transport cap reaches gRPC's check.
+    before = run.snapshot()
+
+    error = raw_bytes_call(run, path, payload, metadata)
+
+    assert (error.code(), trailing_code(error)) == (grpc.StatusCode.UNAUTHENTICATED, "unauthenticated"), error.details()
+    assert run.snapshot() == before
+
+
+def test_a_request_over_the_transport_cap_is_refused_by_grpc_and_read_by_the_client_as_request_too_large(run: Served):
+    before = run.snapshot()
+
+    error = raw_bytes_call(run, "/epg.v1.HostApi/Submit", OVER_TRANSPORT_CAP, AUTHORIZED)
+    refusal = refused(lambda: run.client.submit("0" * TRANSPORT_MAX_RECEIVE_BYTES))
+
+    assert (error.code(), trailing_code(error)) == (grpc.StatusCode.RESOURCE_EXHAUSTED, None)
+    assert refusal.code == "request_too_large"
+    assert run.snapshot() == before
+    assert run.client.submit("0:2")["submission_id"] == "s0001"
+
+
+def test_a_request_of_exactly_the_size_limit_passes_the_guard_and_the_one_above_does_not(run: Served):
+    at_limit = pb.SubmitRequest(episodes="0," * ((MAX_REQUEST_BYTES - 4) // 2))
+    at_limit.episodes += "0" * (MAX_REQUEST_BYTES - at_limit.ByteSize())
+    above = pb.SubmitRequest(episodes=at_limit.episodes + "0")
+    assert (at_limit.ByteSize(), above.ByteSize()) == (MAX_REQUEST_BYTES, MAX_REQUEST_BYTES + 1)
+    before = run.snapshot()
+
+    # Past the guard, the servicer's own shape check answers: the selector is too long.
+    assert refused(lambda: run.client.submit(at_limit.episodes)).code == "invalid_selector"
+    assert refused(lambda: run.client.submit(above.episodes)).code == "request_too_large"
+
+    assert run.snapshot() == before
+
+
+def test_an_oversized_request_through_the_client_is_refused_and_the_server_stays_up(run: Served):
     before = run.snapshot()
 
     error = refused(lambda: run.client.submit("0," * 50_000 + "1"))
 
-    assert error.code
+    assert error.code == "request_too_large"
     assert run.snapshot() == before
     receipt = run.client.submit("0:2")
     assert receipt["submission_id"] == "s0001"
+
+
+def test_a_valid_request_as_raw_bytes_is_answered_as_through_the_stub(run: Served):
+    run.client.submit("0:2")
+    with grpc.insecure_channel(f"unix:{run.socket_path}") as channel:
+        call = channel.unary_unary("/epg.v1.HostApi/GetStatus", request_serializer=None, response_deserializer=None)
+        answer = call(pb.StatusRequest().SerializeToString(), metadata=AUTHORIZED, timeout=CALL_TIMEOUT_S)
+
+    status = pb.Status.FromString(answer)
+    assert (status.episodes_used, [s.id for s in status.submissions]) == (2, ["s0001"])
+
+
+def test_every_host_api_method_is_unary_as_the_guard_assumes():
+    for method in pb.DESCRIPTOR.services_by_name["HostApi"].methods:
+        assert not (method.client_streaming or method.server_streaming), method.name
 
 
 # Status -------------------------------------------------------------------------
@@ -700,6 +823,14 @@ def test_epg_session_prints_json_and_exits_with_the_outcome(run: Served):
     assert run.event_types() == ["submission_admitted", "submission_completed", "finished"]
 
 
+def test_epg_session_reports_a_request_over_the_size_limit_as_request_too_large(run: Served):
+    code, output = epg_session(run, "submit", "--episodes", "0" * (MAX_REQUEST_BYTES + 1))
+
+    assert code == 1
+    assert output["error"]["code"] == "request_too_large"
+    assert run.sandbox.calls == []
+
+
 # Code mirrors -----------------------------------------------------------------------
 def proto_error_codes() -> dict[str, int]:
     descriptor = pb.DESCRIPTOR.enum_types_by_name["ErrorCode"]
@@ -726,3 +857,8 @@ def test_proto_codes_cover_every_proto_error_code_except_unspecified_one_to_one(
 
 def test_client_and_server_agree_on_the_error_metadata_key():
     assert session_client.ERROR_METADATA_KEY == hostapi_errors.ERROR_METADATA_KEY
+
+
+def test_the_client_reads_an_uncoded_refusal_as_the_session_error_the_server_answers_with_the_same_status():
+    for status, code in session_client.UNCODED_REFUSALS.items():
+        assert GRPC_STATUS[SessionError(code)] is status
