@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.kernel.evaluation import Evaluation
 from orchestrator.kernel.jsonable import jsonable
 from orchestrator.kernel.ports import EvaluationFeedback
-from orchestrator.records.atomic import write_bytes, write_json
+from orchestrator.records.atomic import PRIVATE_FILE, PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -37,11 +37,11 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
     return document
 
 
-def write_artifacts(directory: Path, artifacts: dict[str, bytes]) -> None:
-    """Write artifacts below directory/artifacts; names that are not plain file names are skipped."""
+def write_artifacts(directory: Path, artifacts: dict[str, bytes], *, mode: int = PRIVATE_FILE) -> None:
+    """Write artifacts below directory/artifacts with permission bits mode; names that are not plain file names are skipped."""
     for name, data in artifacts.items():
         if _SAFE_NAME.match(name):
-            write_bytes(directory / "artifacts" / name, data)
+            write_bytes(directory / "artifacts" / name, data, mode=mode)
 
 
 def read_artifacts(directory: Path) -> dict[str, bytes]:
@@ -51,8 +51,16 @@ def read_artifacts(directory: Path) -> dict[str, bytes]:
 
 
 def publish_feedback(directory: Path, document: dict[str, Any], artifacts: dict[str, bytes]) -> Path:
-    """Write artifacts/ and feedback.json (the document of feedback_json) below directory; return its path."""
-    write_artifacts(directory, artifacts)
+    """Write artifacts/ and feedback.json (the document of feedback_json) below directory; return its path.
+
+    The agent reads these as another user through a read-only mount, so files
+    are 0644 and every directory made here 0755, whatever the Host's umask.
+    Raises OSError.
+    """
+    make_directory(directory, PUBLIC_DIRECTORY)
+    if any(_SAFE_NAME.match(name) for name in artifacts):
+        make_directory(directory / "artifacts", PUBLIC_DIRECTORY)
+    write_artifacts(directory, artifacts, mode=PUBLIC_FILE)
     target = directory / "feedback.json"
-    write_json(target, document)
+    write_json(target, document, mode=PUBLIC_FILE)
     return target

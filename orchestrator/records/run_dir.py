@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.kernel.program import Program
-from orchestrator.records.atomic import write_json
+from orchestrator.records.atomic import PRIVATE_DIRECTORY, PUBLIC_DIRECTORY, make_directory, write_json
 
 
 class RunDirectory:
@@ -73,8 +73,8 @@ class RunDirectory:
             raise FileExistsError(f"{self.root} already holds a Run; use --resume to continue it")
         for directory in (self.root, self.workspace / "program", self.workspace / "analysis", self.workspace / "feedback",
                           self.host, self.agent, self.private, self.root / "programs", self.root / "submissions"):
-            directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.private, 0o700)
+            make_directory(directory, PUBLIC_DIRECTORY)  # whatever the umask: the agent's uid reads host/ and feedback/
+        make_directory(self.private, PRIVATE_DIRECTORY)
         (self.root / "spec.yaml").write_text(spec_text)
 
     def store_program(self, program: Program) -> Path:
