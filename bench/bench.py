@@ -2,7 +2,9 @@
 
 Prints, for each figure, the value and how it was measured. All figures of
 one invocation come from the same machine state, so ratios are meaningful
-even on a shared, noisy machine.
+even on a shared, noisy machine. The one-lane step latency and the 500-step
+cold-start rate are also measured with gVisor (runsc) policy containers, their
+samples interleaved with runc's (`--runtimes runc` leaves them out).
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import sys
 import tempfile
 import textwrap
 import time
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
 from epg.v1 import runner_pb2
+from orchestrator.backends.container_spec import RUNTIMES
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
@@ -102,6 +107,10 @@ def idle_container_memory(engine: DockerEngine, sandbox: DockerSandbox) -> float
     return sum(usages) / len(usages) if usages else float("nan")
 
 
+def ratio(figures: dict[str, list[float]], runtime: str) -> str:
+    return f"({median(figures[runtime]) / median(figures['runc']):.2f} x runc)"
+
+
 def local_rate(entry: str, program_dir: Path, episodes: int) -> tuple[float, list]:
     from orchestrator.runtimes.runner import load_benchmark
 
@@ -122,8 +131,13 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=0, help="lanes (0: one per CPU)")
     parser.add_argument("--starters", type=int, default=SandboxTuning().starters, help="parallel container starts (default: the sandbox's)")
     parser.add_argument("--repeats", type=int, default=3, help="samples of the cold-start and one-lane figures (the median is shown)")
+    parser.add_argument("--runtimes", default="runc,runsc",
+                        help="policy container runtimes of the one-lane and cold-start figures (runc first: the other figures use it)")
     args = parser.parse_args()
     n = args.episodes
+    runtimes = [r for r in args.runtimes.split(",") if r]
+    if not runtimes or runtimes[0] != "runc" or not set(runtimes) <= set(RUNTIMES):
+        parser.error(f"--runtimes: a comma-separated list of {', '.join(RUNTIMES)} starting with runc")
 
     engine = DockerEngine.connect()
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
@@ -141,15 +155,26 @@ def main() -> int:
         left = write_program(root, "always-left", ALWAYS_LEFT)
         print(f"CartPole-v1, {n} Episodes per figure, {tuning.lanes()} lanes, one fresh policy container per Episode\n", flush=True)
 
-        # Step latency on one lane: no other Episode shares the machine.
-        single = SandboxTuning(concurrency=1, pool_size=16, starters=args.starters)
-        lone_us = []
-        with DockerSandbox(engine, images, labels=labels(), tuning=single) as sandbox:
+        # Step latency on one lane: no other Episode shares the machine. One
+        # sandbox per runtime, open side by side (a waiting pool costs no CPU),
+        # their samples interleaved.
+        lone_us: dict[str, list[float]] = {r: [] for r in runtimes}
+        idle_memory: dict[str, float] = {}
+        with ExitStack() as stack:
+            singles = {
+                r: stack.enter_context(DockerSandbox(engine, images, labels=labels(),
+                                                     tuning=SandboxTuning(concurrency=1, pool_size=16, starters=args.starters, runtime=r)))
+                for r in runtimes
+            }
             for _ in range(args.repeats):
-                sandbox.pool.wait_until_settled(600)
-                settle()
-                _, lone = timed_batch(sandbox, balancing, 16)
-                lone_us.append(sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6)
+                for runtime, sandbox in singles.items():
+                    for other in singles.values():
+                        other.pool.wait_until_settled(600)
+                    settle()
+                    if runtime not in idle_memory:
+                        idle_memory[runtime] = idle_container_memory(engine, sandbox)
+                    _, lone = timed_batch(sandbox, balancing, 16)
+                    lone_us[runtime].append(sum(o.loop_seconds for o in lone) / sum(o.steps for o in lone) * 1e6)
         settle()
 
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
@@ -166,18 +191,21 @@ def main() -> int:
         env_us = sum(o.environment_seconds for o in outcomes) / steps * 1e6
         short_steps = sum(o.steps for o in short_outcomes) / n
 
-        def cold(program: Path) -> list[float]:
+        def cold(program: Path, under: list[str]) -> dict[str, list[float]]:
             """Each sample: a new sandbox (runners up, pool empty) and at once the batch, pool starts included."""
-            rates = []
+            rates: dict[str, list[float]] = {r: [] for r in under}
             for _ in range(args.repeats):
-                with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
-                    rates.append(timed_batch(sandbox, program, n)[0])
-                settle()
+                for runtime in under:
+                    with DockerSandbox(engine, images, labels=labels(), tuning=replace(tuning, runtime=runtime)) as sandbox:
+                        rates[runtime].append(timed_batch(sandbox, program, n)[0])
+                    settle()
             return rates
 
         settle()
-        cold_long = cold(balancing)
-        cold_short = cold(left)
+        cold_long = cold(balancing, runtimes)
+        # runc only: under gVisor the two cold figures move together (0.32 and
+        # 0.36 x runc in one run), and each of its cold samples costs about 40 s.
+        cold_short = cold(left, ["runc"])
 
         local_long, local_records = local_rate(entry, balancing, n)
         local_short, _ = local_rate(entry, left, n)
@@ -185,9 +213,14 @@ def main() -> int:
 
     report("warm pool: 500-step Episodes per second", warm_long, "Episodes/s", "(target >= 17)")
     report(f"warm pool: ~{short_steps:.0f}-step Episodes per second", warm_short, "Episodes/s", "(target >= 16)")
-    report("cold start: 500-step Episodes per second", median(cold_long), "Episodes/s", f"(target >= 5.7) {samples(cold_long)}")
-    report(f"cold start: ~{short_steps:.0f}-step Episodes per second", median(cold_short), "Episodes/s", samples(cold_short))
-    report("us per step, all in, 500-step Episodes, one lane", median(lone_us), "us/step", f"(target < 60) {samples(lone_us)}")
+    report("cold start: 500-step Episodes per second", median(cold_long["runc"]), "Episodes/s", f"(target >= 5.7) {samples(cold_long['runc'])}")
+    report(f"cold start: ~{short_steps:.0f}-step Episodes per second", median(cold_short["runc"]), "Episodes/s", samples(cold_short["runc"]))
+    report("us per step, all in, 500-step Episodes, one lane", median(lone_us["runc"]), "us/step", f"(target < 60) {samples(lone_us['runc'])}")
+    for runtime in runtimes[1:]:
+        report(f"{runtime}: cold start: 500-step Episodes per second", median(cold_long[runtime]), "Episodes/s",
+               f"{ratio(cold_long, runtime)} {samples(cold_long[runtime])}")
+        report(f"{runtime}: us per step, all in, 500-step Episodes, one lane", median(lone_us[runtime]), "us/step",
+               f"{ratio(lone_us, runtime)} {samples(lone_us[runtime])}")
     report(f"us per step, all in, 500-step Episodes, {tuning.lanes()} lanes at once", us_step, "us/step",
            f"(policy {policy_us:.1f} + env {env_us:.1f} + runner rest)")
     report("plain local process: 500-step Episodes per second", local_long, "Episodes/s")
@@ -196,6 +229,8 @@ def main() -> int:
     report("isolation overhead, 500-step (local rate / warm sandbox rate)", local_long / warm_long, "x", "(< 1: the sandbox is faster)")
     report(f"isolation overhead, ~{short_steps:.0f}-step (local rate / warm sandbox rate)", local_short / warm_short, "x")
     report("memory of one idle pooled container", memory, "MiB")
+    for runtime in runtimes[1:]:
+        report(f"{runtime}: memory of one idle pooled container", idle_memory[runtime], "MiB", f"(runc, one lane: {idle_memory['runc']:.2f})")
     return 0
 
 

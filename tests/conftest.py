@@ -1,11 +1,24 @@
-"""Shared fixtures: Programs written from source text."""
+"""Shared fixtures: Programs written from source text, a private data directory."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point XDG_DATA_HOME (here and in every subprocess) at a temporary directory.
+
+    Runs keep their secret seed key in the user's data directory: tests must never write into the real one.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        directory = tmp_path_factory.mktemp("data-home")
+        patch.setenv("XDG_DATA_HOME", str(directory))
+        yield directory
 
 
 @pytest.fixture

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from docker.types import LogConfig, Mount
+
+# The OCI runtimes a sandboxed container may run under: runc (Linux namespaces
+# and cgroups) or runsc (gVisor: a user-space kernel between the container and
+# the host's; registered with the engine by scripts/ensure-docker.sh).
+ContainerRuntime = Literal["runc", "runsc"]
+RUNTIMES: tuple[str, ...] = get_args(ContainerRuntime)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +36,7 @@ class ContainerSpec:
     network_none: bool = True
     read_only_root: bool = True
     tmpfs: dict[str, str] = field(default_factory=lambda: {"/tmp": "rw,nosuid,nodev,noexec,size=64m"})
+    shm_bytes: int = 16 * 1024 * 1024  # the size of /dev/shm (the engine's default is 64 MiB)
     mounts: tuple[BindMount, ...] = ()
     memory_bytes: int = 512 * 1024 * 1024
     nano_cpus: int = 1_000_000_000
@@ -40,6 +47,7 @@ class ContainerSpec:
     log_max_bytes: int = 1024 * 1024
     name: str | None = None
     hostname: str = "sandbox"
+    runtime: ContainerRuntime = "runc"
 
 
 def to_docker_kwargs(spec: ContainerSpec) -> dict[str, Any]:
@@ -66,6 +74,8 @@ def to_docker_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         "detach": True,
         "stdin_open": False,
         "ipc_mode": "private",
+        "shm_size": spec.shm_bytes,
+        "runtime": spec.runtime,
     }
     if spec.network_none:
         kwargs["network_mode"] = "none"

@@ -22,9 +22,10 @@ from types import TracebackType
 from typing import Any, Callable, Sequence
 
 import grpc
+from docker.errors import DockerException
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
-from orchestrator.backends.container_spec import BindMount, ContainerSpec
+from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
 from orchestrator.backends.pool import ContainerPool, Slot
@@ -60,6 +61,7 @@ class SandboxLimits:
     cpus: float = 1.0
     pids: int = 64
     tmpfs_bytes: int = 64 * 1024 * 1024
+    shm_bytes: int = 16 * 1024 * 1024
     episode: EpisodeLimits = EpisodeLimits()
     # Pin each lane's runner and its policy containers to one CPU. A step is a
     # ping-pong; on one CPU the kernel hands over directly instead of waking an
@@ -69,11 +71,16 @@ class SandboxLimits:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxTuning:
-    """Throughput settings. concurrency 0 means one lane per CPU; pool_size 0 disables pre-starting."""
+    """Throughput and isolation settings. concurrency 0 means one lane per CPU; pool_size 0 disables pre-starting.
+
+    runtime is the OCI runtime of the untrusted containers (policy and agent);
+    the trusted environment runner always runs under runc.
+    """
 
     concurrency: int = 0
     pool_size: int = 16
     starters: int = 2
+    runtime: ContainerRuntime = "runc"
 
     def lanes(self) -> int:
         return self.concurrency or default_concurrency()
@@ -101,8 +108,10 @@ class DockerSandbox:
 
     Use as a context manager: entering starts the runner lanes and the
     container pool; leaving drains the pool, stops the runners and reaps every
-    container of this session by label, whatever happened. The lock guards the
-    slot counter only.
+    container of this session by label, whatever happened. Entering raises
+    InfrastructureError: ENGINE_UNAVAILABLE when the engine lacks
+    tuning.runtime, RUNNER_FAILED when a runner does not come up. The lock
+    guards the slot counter only.
     """
 
     def __init__(
@@ -144,6 +153,7 @@ class DockerSandbox:
 
     def __enter__(self) -> DockerSandbox:
         try:
+            self._require_runtime()
             self._programs.mkdir(mode=0o755)
             os.chmod(self._programs, 0o755)
             with ThreadPoolExecutor(max_workers=len(self._lanes)) as starting:
@@ -173,6 +183,20 @@ class DockerSandbox:
         for error in report.errors:
             log.error("leaked after reaping: %s", error)
         shutil.rmtree(self._root, ignore_errors=True)
+
+    def _require_runtime(self) -> None:
+        """Raise InfrastructureError(ENGINE_UNAVAILABLE) when the engine lacks the requested runtime."""
+        runtime = self._tuning.runtime
+        try:
+            registered = set(self._engine.client.info().get("Runtimes") or {})
+        except (DockerException, OSError) as exc:
+            raise InfrastructureError(InfraErrorCode.ENGINE_UNAVAILABLE, "the Docker engine did not answer `docker info`", str(exc)) from exc
+        if runtime not in registered:
+            raise InfrastructureError(
+                InfraErrorCode.ENGINE_UNAVAILABLE,
+                f"the Docker engine has no runtime {runtime!r} (it has: {', '.join(sorted(registered)) or 'none'}); "
+                "run scripts/ensure-docker.sh as root to install and register it",
+            )
 
     def _start_runner(self, lane: _Lane) -> None:
         lane.exchange.mkdir(mode=0o755)
@@ -390,6 +414,7 @@ class DockerSandbox:
             labels=self._labels.for_role("policy"),
             user=POLICY_UID,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmpfs_bytes}"},
+            shm_bytes=limits.shm_bytes,
             mounts=(
                 BindMount(source=str(slot.io_dir), target=IO_MOUNT, read_only=True),
                 BindMount(source=str(slot.program_dir), target=PROGRAM_MOUNT, read_only=True),
@@ -406,4 +431,5 @@ class DockerSandbox:
             working_dir=PROGRAM_MOUNT,
             hostname="policy",
             name=f"epg-policy-{self._labels.session}-{slot.name}",
+            runtime=self._tuning.runtime,
         )

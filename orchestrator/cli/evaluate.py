@@ -12,7 +12,7 @@ from rich.table import Table
 
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.cli.common import err, fail, fail_infrastructure, out, parse_size
-from orchestrator.cli.options import Base, Concurrency, Environments, PoolSize, Scope, environment_roots
+from orchestrator.cli.options import Base, Concurrency, Environments, PoolSize, Runtime, Scope, environment_roots
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
@@ -40,6 +40,7 @@ def evaluate(
     startup_deadline: Annotated[float, typer.Option("--startup-deadline", min=0.1, help="Seconds for start-up and make_policy().")] = 30.0,
     concurrency: Concurrency = 0,
     pool_size: PoolSize = 4,
+    runtime: Runtime = "runc",
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
@@ -62,7 +63,7 @@ def evaluate(
         resolve_benchmark(benchmark, discover(roots))
     except CatalogueError as exc:
         fail(str(exc))
-    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size)
+    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime)
     options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots)
     try:
         evaluation = _run(options, program, split, seed, episodes, quiet=as_json)

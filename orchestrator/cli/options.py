@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from orchestrator.backends.container_spec import ContainerRuntime
 from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS
 
 Environments = Annotated[
@@ -31,4 +32,8 @@ Concurrency = Annotated[
 ]
 PoolSize = Annotated[
     int, typer.Option("--pool-size", min=0, help="Policy containers kept pre-started (each used once).")
+]
+Runtime = Annotated[
+    ContainerRuntime,
+    typer.Option("--runtime", help="OCI runtime of the policy containers: runc, or runsc (gVisor; scripts/ensure-docker.sh registers it)."),
 ]

@@ -18,6 +18,7 @@ from orchestrator.kernel.program import ProgramError
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.driver import RunDriver, RunOptions
 from orchestrator.run.relay_setup import RelayConfigError
+from orchestrator.run.seed_key import SeedKeyError
 from orchestrator.run.spec import SpecError, json_schema, load_spec
 
 spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
@@ -60,7 +61,7 @@ def run(
         with err.status("starting", spinner="dots") as status:
             reporter.status = status
             manifest = RunDriver(options, reporter.notify).execute()
-    except (FileExistsError, FileNotFoundError, RelayConfigError) as exc:
+    except (FileExistsError, FileNotFoundError, RelayConfigError, SeedKeyError) as exc:
         fail(str(exc))
     except ProgramError as exc:
         fail(f"initial Program: {exc.message}")

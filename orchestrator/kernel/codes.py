@@ -46,6 +46,7 @@ class InfraErrorCode(StrEnum):
     RUNNER_FAILED = "runner_failed"
     ENVIRONMENT_ERROR = "environment_error"
     CONTAINER_FAILED = "container_failed"
+    WORKSPACE_UNAVAILABLE = "workspace_unavailable"  # the agent's bounded workspace cannot be made or mounted
 
 
 class InfrastructureError(Exception):

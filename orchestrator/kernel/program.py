@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Callable
 
 from orchestrator import ABI_VERSION
 
@@ -26,6 +28,9 @@ class ProgramErrorCode(StrEnum):
     FILE_TOO_LARGE = "file_too_large"
     TOO_LARGE = "too_large"
     UNREADABLE = "unreadable"
+    TOO_DEEP = "too_deep"
+    INVALID_NAME = "invalid_name"
+    CHANGED = "changed"
 
 
 class ProgramError(Exception):
@@ -42,6 +47,8 @@ class ProgramLimits:
     max_files: int = 512
     max_file_bytes: int = 8 * 1024 * 1024
     max_total_bytes: int = 32 * 1024 * 1024
+    max_depth: int = 32  # directory levels, the top one included
+    max_entries: int = 4096  # every name seen, skipped ones included
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,50 +95,171 @@ def program_digest(files: list[ProgramFile] | tuple[ProgramFile, ...]) -> str:
 
 
 def capture_program(root: Path | str, limits: ProgramLimits = ProgramLimits()) -> Program:
-    """Read the Program in directory root. Raises ProgramError with a code and a readable message.
+    """Read the Program in directory root. Raises ProgramError with a code and a message naming the entry.
 
-    Rejects symlinks and special files; skips __pycache__ and .pyc files;
-    requires policy.py at the top.
+    Opens root without following a symlink, then reads it as capture_program_at does.
     """
     root = Path(root)
-    if not root.exists():
-        raise ProgramError(ProgramErrorCode.NOT_FOUND, f"program directory {root} does not exist")
-    if not root.is_dir():
-        raise ProgramError(ProgramErrorCode.NOT_A_DIRECTORY, f"{root} is not a directory")
-    if not (root / ENTRY_POINT).is_file():
-        raise ProgramError(ProgramErrorCode.MISSING_ENTRY_POINT, f"{root} has no {ENTRY_POINT}")
-    files: list[ProgramFile] = []
-    total = 0
-    for path in _walk(root):
-        relative = PurePosixPath(path.relative_to(root).as_posix())
-        mode = path.lstat().st_mode
-        if stat.S_ISLNK(mode):
-            raise ProgramError(ProgramErrorCode.SYMLINK, f"{relative} is a symbolic link; Programs hold regular files only")
-        if not stat.S_ISREG(mode):
-            raise ProgramError(ProgramErrorCode.SPECIAL_FILE, f"{relative} is not a regular file")
-        size = path.lstat().st_size
-        if size > limits.max_file_bytes:
-            raise ProgramError(ProgramErrorCode.FILE_TOO_LARGE, f"{relative} has {size} bytes; the limit is {limits.max_file_bytes}")
-        if len(files) >= limits.max_files:
-            raise ProgramError(ProgramErrorCode.TOO_MANY_FILES, f"more than {limits.max_files} files")
-        total += size
-        if total > limits.max_total_bytes:
-            raise ProgramError(ProgramErrorCode.TOO_LARGE, f"more than {limits.max_total_bytes} bytes in all")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ProgramError(ProgramErrorCode.UNREADABLE, f"cannot read {relative}: {exc.strerror}") from exc
-        files.append(ProgramFile(path=str(relative), data=data))
-    files.sort(key=lambda f: f.path.encode())
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        raise ProgramError(ProgramErrorCode.NOT_FOUND, f"program directory {root} does not exist") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ProgramError(ProgramErrorCode.SYMLINK, f"{root} is a symbolic link") from None
+        if exc.errno == errno.ENOTDIR:
+            raise ProgramError(ProgramErrorCode.NOT_A_DIRECTORY, f"{root} is not a directory") from None
+        raise ProgramError(ProgramErrorCode.UNREADABLE, f"cannot open {root}: {exc.strerror}") from None
+    try:
+        return capture_program_at(fd, limits)
+    finally:
+        os.close(fd)
+
+
+def capture_program_at(dir_fd: int, limits: ProgramLimits = ProgramLimits()) -> Program:
+    """Read the Program in the open directory dir_fd; the caller keeps and closes dir_fd.
+
+    Safe against a writer that swaps entries while it reads: every entry is
+    opened relative to its parent's descriptor with O_NOFOLLOW and O_NONBLOCK,
+    its type is taken from fstat of the open descriptor (regular file or
+    directory, nothing else), files are read to at most the limit plus one
+    byte, and the depth is bounded. A symlink is never followed and no open
+    blocks. Skips __pycache__ and .pyc files; requires policy.py at the top.
+    Raises ProgramError.
+    """
+    walk = _Walk(limits)
+    walk.directory(dir_fd, "", 0)
+    if ENTRY_POINT not in walk.files:
+        raise ProgramError(ProgramErrorCode.MISSING_ENTRY_POINT, f"the Program has no {ENTRY_POINT} at its top")
+    files = sorted((ProgramFile(path=path, data=data) for path, data in walk.files.items()), key=lambda f: f.path.encode())
     return Program(digest=program_digest(files), files=tuple(files))
 
 
-def _walk(root: Path):
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        path = Path(entry.path)
-        if entry.is_dir(follow_symlinks=False):
-            if entry.name in IGNORED_DIRS:
-                continue
-            yield from _walk(path)
-        elif not entry.name.endswith(IGNORED_SUFFIXES):
-            yield path
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class _Walk:
+    """One capture: the files read so far and the counts the limits bound."""
+
+    def __init__(self, limits: ProgramLimits) -> None:
+        self.limits = limits
+        self.files: dict[str, bytes] = {}
+        self.entries = 0
+        self.total = 0
+
+    def directory(self, fd: int, prefix: str, depth: int) -> None:
+        for name in self._names(fd, prefix):
+            relative = prefix + name
+            self.entries += 1
+            if self.entries > self.limits.max_entries:
+                raise ProgramError(ProgramErrorCode.TOO_MANY_FILES, f"more than {self.limits.max_entries} entries in all")
+            if name in IGNORED_DIRS:
+                continue  # never read, whatever it is
+            kind = self._kind_hint(fd, name, relative)
+            if kind == "dir":
+                if depth + 1 >= self.limits.max_depth:
+                    raise ProgramError(ProgramErrorCode.TOO_DEEP, f"{relative}/ is nested deeper than {self.limits.max_depth} levels")
+                child = self._open(fd, name, relative, _DIR_FLAGS)
+                try:
+                    self._expect(child, stat.S_ISDIR, relative)
+                    self.directory(child, relative + "/", depth + 1)
+                finally:
+                    os.close(child)
+            elif not name.endswith(IGNORED_SUFFIXES):
+                self.file(fd, name, relative)
+
+    def file(self, parent: int, name: str, relative: str) -> None:
+        limits = self.limits
+        if len(self.files) >= limits.max_files:
+            raise ProgramError(ProgramErrorCode.TOO_MANY_FILES, f"more than {limits.max_files} files")
+        fd = self._open(parent, name, relative, _FILE_FLAGS)
+        try:
+            size = self._expect(fd, stat.S_ISREG, relative).st_size
+            if size > limits.max_file_bytes:
+                raise ProgramError(ProgramErrorCode.FILE_TOO_LARGE, f"{relative} has {size} bytes; the limit is {limits.max_file_bytes}")
+            data = _read_at_most(fd, limits.max_file_bytes + 1, relative)
+        finally:
+            os.close(fd)
+        if len(data) > limits.max_file_bytes:  # it grew after fstat
+            raise ProgramError(ProgramErrorCode.FILE_TOO_LARGE, f"{relative} has more than {limits.max_file_bytes} bytes")
+        self.total += len(data)
+        if self.total > limits.max_total_bytes:
+            raise ProgramError(ProgramErrorCode.TOO_LARGE, f"more than {limits.max_total_bytes} bytes in all")
+        self.files[relative] = data
+
+    # one entry -------------------------------------------------------------------
+    def _names(self, fd: int, prefix: str) -> list[str]:
+        try:
+            with os.scandir(fd) as entries:
+                names = []
+                for entry in entries:
+                    names.append(entry.name)
+                    if len(names) > self.limits.max_entries:
+                        raise ProgramError(ProgramErrorCode.TOO_MANY_FILES, f"more than {self.limits.max_entries} entries in {prefix or './'}")
+        except OSError as exc:
+            raise ProgramError(ProgramErrorCode.UNREADABLE, f"cannot list {prefix or './'}: {exc.strerror}") from None
+        for name in names:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+                raise ProgramError(ProgramErrorCode.INVALID_NAME, f"{prefix}{shown} is not a UTF-8 file name") from None
+        return sorted(names, key=str.encode)
+
+    @staticmethod
+    def _kind_hint(parent: int, name: str, relative: str) -> str:
+        """What the entry looks like now: a hint only; the open descriptor's fstat decides."""
+        try:
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            raise _changed(relative) from None
+        except OSError as exc:
+            raise ProgramError(ProgramErrorCode.UNREADABLE, f"cannot read {relative}: {exc.strerror}") from None
+        if stat.S_ISLNK(mode):
+            raise ProgramError(ProgramErrorCode.SYMLINK, f"{relative} is a symbolic link; Programs hold regular files only")
+        if stat.S_ISDIR(mode):
+            return "dir"
+        if stat.S_ISREG(mode):
+            return "file"
+        raise ProgramError(ProgramErrorCode.SPECIAL_FILE, f"{relative} is not a regular file")
+
+    @staticmethod
+    def _open(parent: int, name: str, relative: str, flags: int) -> int:
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except FileNotFoundError:
+            raise _changed(relative) from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ProgramError(ProgramErrorCode.SYMLINK, f"{relative} is a symbolic link; Programs hold regular files only") from None
+            if exc.errno in (errno.ENOTDIR, errno.ENXIO, errno.ENODEV):
+                raise _changed(relative) from None
+            raise ProgramError(ProgramErrorCode.UNREADABLE, f"cannot read {relative}: {exc.strerror}") from None
+
+    @staticmethod
+    def _expect(fd: int, is_kind: Callable[[int], bool], relative: str) -> os.stat_result:
+        info = os.fstat(fd)
+        if not is_kind(info.st_mode):
+            if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+                raise _changed(relative)
+            raise ProgramError(ProgramErrorCode.SPECIAL_FILE, f"{relative} is not a regular file")
+        return info
+
+
+def _changed(relative: str) -> ProgramError:
+    return ProgramError(ProgramErrorCode.CHANGED, f"{relative} changed while the Program was being read; submit again")
+
+
+def _read_at_most(fd: int, limit: int, relative: str) -> bytes:
+    chunks, size = [], 0
+    while size < limit:
+        try:
+            chunk = os.read(fd, min(1 << 20, limit - size))
+        except OSError as exc:
+            raise ProgramError(ProgramErrorCode.UNREADABLE, f"cannot read {relative}: {exc.strerror}") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

@@ -256,7 +256,16 @@ class SessionState:
         with self._lock:
             return self._admit_locked(selector, program_digest)
 
-    def _admit_locked(self, selector: str, program_digest: str) -> SubmissionView:
+    def check(self, selector: str) -> None:
+        """Raise what admit would raise for selector now, changing nothing.
+
+        Lets the Host refuse a Submission before it reads the Program: a
+        finished Run answers ALREADY_FINISHED whatever the workspace holds.
+        """
+        with self._lock:
+            self._checked_indices(selector)
+
+    def _checked_indices(self, selector: str) -> tuple[int, ...]:
         f, b = self._fields, self._budget
         if f.finished:
             raise RequestRejected(SessionError.ALREADY_FINISHED, "the Run is finished: no more Submissions")
@@ -279,6 +288,11 @@ class SessionState:
             raise RequestRejected(
                 SessionError.BUDGET_EXHAUSTED, f"{len(indices)} Episodes selected but only {left} left in the Budget"
             )
+        return indices
+
+    def _admit_locked(self, selector: str, program_digest: str) -> SubmissionView:
+        f = self._fields
+        indices = self._checked_indices(selector)
         number = len(f.submissions) + 1  # voided Submissions keep their number, so ids are never reused
         submission = _Submission(
             id=_submission_id(number),

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.backends.container_spec import BindMount, ContainerSpec
+from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet
+from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.spec import ClaudeCodeAgent, CodexAgent, CommandAgent, HillClimbAgent, RunSpec, ScriptedAgent
+from orchestrator.run.workspace import AgentIdentity, hand_over
 
 AGENT_UID = 10001
 WORKSPACE = "/workspace"
@@ -72,24 +74,31 @@ def agent_command(spec: RunSpec) -> tuple[str, ...]:
     return tuple(agent.argv)
 
 
+AGENT = AgentIdentity(uid=AGENT_UID, gid=AGENT_UID)
+
+
+def agent_identity() -> AgentIdentity | None:
+    """Whose uid the agent runs as, when the Host can drop to it (root); None otherwise."""
+    return AGENT if os.geteuid() == 0 else None
+
+
 def hand_workspace_to_agent(records: RunDirectory) -> str:
-    """Make program/ and analysis/ writable by the agent; return the container user."""
+    """Make program/ and analysis/ writable by the agent; return the container user.
+
+    A root Host gives both trees to AGENT_UID without following anything the
+    agent planted (run.workspace.hand_over). Otherwise the agent runs as the
+    Host's own uid, which owns them already.
+    """
     if os.geteuid() != 0:
-        for name in ("program", "analysis"):
-            for directory, _, _files in os.walk(records.workspace / name):
-                os.chmod(directory, 0o777)
         return f"{os.getuid()}:{os.getgid()}"
-    for name in ("program", "analysis"):
-        for directory, dirs, files in os.walk(records.workspace / name):
-            for entry in [directory, *(os.path.join(directory, f) for f in files)]:
-                os.chown(entry, AGENT_UID, AGENT_UID)
+    hand_over(records.workspace, ("program", "analysis"), AGENT)
     os.chmod(records.workspace, 0o755)
     return f"{AGENT_UID}:{AGENT_UID}"
 
 
 def agent_spec(
     *, image: str, spec: RunSpec, records: RunDirectory, labels: LabelSet, user: str, token: str,
-    plan_dir: Path | None, memory_bytes: int,
+    plan_dir: Path | None, memory_bytes: int, runtime: ContainerRuntime = "runc",
 ) -> ContainerSpec:
     mounts = [
         BindMount(source=str(records.workspace), target=WORKSPACE, read_only=False),
@@ -111,7 +120,8 @@ def agent_spec(
         command=agent_command(spec),
         labels=labels.for_role("agent"),
         user=user,
-        tmpfs={"/tmp": "rw,nosuid,nodev,size=256m"},
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={parse_bytes(spec.limits.agent_tmp)}"},
+        shm_bytes=parse_bytes(spec.limits.shm),
         mounts=tuple(mounts),
         memory_bytes=memory_bytes,
         nano_cpus=1_000_000_000,
@@ -120,6 +130,7 @@ def agent_spec(
         working_dir=WORKSPACE,
         hostname="agent",
         log_max_bytes=16 * 1024 * 1024,
+        runtime=runtime,
     )
 
 

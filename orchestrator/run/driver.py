@@ -25,18 +25,19 @@ from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.ports import PlannedEpisode
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.program import Program, capture_program
-from orchestrator.kernel.seeds import derive_seed
+from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.kernel.selection import CandidateResult, fallback_candidates, select_candidate
 from orchestrator.kernel.session import Budget, SessionState
-from orchestrator.records.atomic import write_json
+from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
 from orchestrator.records.feedback import feedback_json
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run import agent_container
+from orchestrator.run import agent_container, workspace_fs
 from orchestrator.run.host import RunHost
 from orchestrator.relay.server import ModelRelay
 from orchestrator.run.instructions import render_instructions
 from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
+from orchestrator.run.seed_key import open_seed_key, reopen_seed_key
 from orchestrator.run.spec import CommandAgent, RunSpec
 from orchestrator.runtimes.episode_loop import EpisodeLimits
 
@@ -79,6 +80,8 @@ def sandbox_limits(spec: RunSpec) -> SandboxLimits:
         memory_bytes=parse_bytes(limits.policy_memory),
         cpus=limits.policy_cpus,
         pids=limits.policy_pids,
+        tmpfs_bytes=parse_bytes(limits.policy_tmp),
+        shm_bytes=parse_bytes(limits.shm),
         episode=EpisodeLimits(
             step_deadline_s=limits.step_deadline_s,
             episode_deadline_s=limits.episode_deadline_s,
@@ -104,6 +107,9 @@ class RunDriver:
                 raise FileNotFoundError(f"{options.run_dir} holds no Run to resume")
             if records.read_manifest().get("phase") == "done":
                 return records.read_manifest()
+        # The secret of every hidden Episode: read once, before anything starts; only its id is recorded.
+        self._seed_key = (reopen_seed_key(records.read_manifest(), options.run_dir) if options.resume
+                          else open_seed_key(self._spec.seed_key_file, options.spec_dir, options.run_dir))
         engine = DockerEngine.connect()
         reaped = reap_orphans(engine)
         if reaped.total:
@@ -116,36 +122,45 @@ class RunDriver:
         tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image, agent_image])}
         images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
         labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
-        if not options.resume:
-            self._create(package.baseline_dir)
-        records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
-        tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size)
-        with DockerSandbox(engine, images, sandbox_limits(self._spec), labels, tuning=tuning) as sandbox:
-            benchmark = sandbox.describe()
-            pool = self._pool(sandbox)
-            state = SessionState.replay(budget_of(self._spec), records.events())
-            instructions = render_instructions(benchmark, state.budget)
-            (records.workspace / "TASK.md").write_text(instructions)
-            host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, pool=pool,
-                           instructions=instructions, notify=self._notify)
-            recovered = host.recover_in_flight()
-            if recovered:
-                self._notify("note", {"message": recovered})
-            phase = records.read_manifest().get("phase", "agent")
-            if phase == "agent":
-                reason = self._agent_phase(engine, host, labels, tags[agent_image])
-                records.update_manifest(phase="validation", terminal_reason=reason)
-                records.append_event("agent_phase_ended", terminal_reason=reason)
-            if records.read_manifest().get("phase") == "validation":
-                self._validation_phase(sandbox, state, benchmark.direction)
-            if records.read_manifest().get("phase") == "assessment":
-                self._assessment_phase(sandbox)
+        try:
+            if not options.resume:
+                self._create(package.baseline_dir)
+            elif records.read_manifest().get("phase") == "agent":
+                self._bound_workspace()
+            records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
+            tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
+                                   runtime=self._spec.sandbox.runtime)
+            with DockerSandbox(engine, images, sandbox_limits(self._spec), labels, tuning=tuning) as sandbox:
+                benchmark = sandbox.describe()
+                pool = self._pool(sandbox)
+                state = SessionState.replay(budget_of(self._spec), records.events())
+                instructions = render_instructions(benchmark, state.budget)
+                write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
+                host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, pool=pool,
+                               instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)
+                recovered = host.recover_in_flight()
+                if recovered:
+                    self._notify("note", {"message": recovered})
+                phase = records.read_manifest().get("phase", "agent")
+                if phase == "agent":
+                    reason = self._agent_phase(engine, host, labels, tags[agent_image])
+                    workspace_fs.unmount_into_directory(records.root, records.workspace)
+                    records.update_manifest(phase="validation", terminal_reason=reason)
+                    records.append_event("agent_phase_ended", terminal_reason=reason)
+                if records.read_manifest().get("phase") == "validation":
+                    self._validation_phase(sandbox, state, benchmark.direction)
+                if records.read_manifest().get("phase") == "assessment":
+                    self._assessment_phase(sandbox)
+        finally:
+            # A workspace mount outlives no orchestrator that exits: resume mounts it again.
+            workspace_fs.release(records.workspace)
         return records.read_manifest()
 
     # set-up ----------------------------------------------------------------------
     def _create(self, baseline_dir: Path) -> None:
         records, spec = self._records, self._spec
         records.create(self._options.spec_text)
+        self._bound_workspace()
         source = (self._options.spec_dir / spec.initial_program).resolve() if spec.initial_program else baseline_dir
         program = capture_program(source)
         program.write_to(records.root / "initial_program")
@@ -154,13 +169,29 @@ class RunDriver:
         records.update_manifest(
             benchmark=spec.benchmark, phase="agent", seed=spec.seed, initial_program_digest=program.digest,
             agent=spec.agent.kind, budget=spec.budget.model_dump(),
+            seed_key_id=self._seed_key.id, seed_key_file=str(self._seed_key.path),
         )
         records.append_event("created", initial_program_digest=program.digest)
+
+    def _bound_workspace(self) -> None:
+        """Mount the workspace's size-bounded file system (a root Host), with its directories."""
+        records, limits = self._records, self._spec.limits
+        bound = workspace_fs.WorkspaceBound(size_bytes=parse_bytes(limits.agent_workspace), files=limits.agent_workspace_files)
+        try:
+            bounded = bound.size_bytes > 0 and workspace_fs.mount_bounded(records.root, records.workspace, bound)
+        except workspace_fs.WorkspaceFsError as exc:
+            raise InfrastructureError(InfraErrorCode.WORKSPACE_UNAVAILABLE, str(exc)) from None
+        for name in ("program", "analysis", "feedback"):
+            make_directory(records.workspace / name, PUBLIC_DIRECTORY)
+        records.update_manifest(workspace_bound={"bytes": bound.size_bytes, "files": bound.files} if bounded else None)
+        if not bounded:
+            why = "limits.agent_workspace is 0" if bound.size_bytes == 0 else "only a root Host can mount one"
+            self._notify("note", {"message": f"the workspace has no disk bound: {why}"})
 
     def _pool(self, sandbox: DockerSandbox) -> list[PlannedEpisode]:
         """The hidden train pool, planned once and kept in private/ (never mounted)."""
         path = self._records.private / "pool.json"
-        pool = sandbox.plan("train", self._spec.seed, self._spec.budget.pool_size)
+        pool = sandbox.plan("train", keyed_seed(self._seed_key.key, self._spec.seed, "train"), self._spec.budget.pool_size)
         if not path.exists():
             write_json(path, [{"index": e.index, "payload": e.payload.decode("latin-1"), "policy_seed": e.policy_seed} for e in pool])
         return pool
@@ -185,6 +216,7 @@ class RunDriver:
             container_spec = agent_container.agent_spec(
                 image=_agent_image(spec, image), spec=spec, records=records,
                 labels=labels, user=user, token=token, plan_dir=plan_dir, memory_bytes=parse_bytes(spec.limits.agent_memory),
+                runtime=spec.sandbox.runtime,
             )
             write_json(records.agent / "invocation.json", {
                 "image": container_spec.image, "argv": list(container_spec.command), "user": user, "attempt": attempt,
@@ -240,7 +272,7 @@ class RunDriver:
                                     assessment=None, terminal_reason=records.read_manifest().get("terminal_reason") or "no_submissions")
             records.append_event("validation_done", selected=None)
             return
-        episodes = sandbox.plan("validation", derive_seed(spec.seed, "validation"), spec.validation.episodes)
+        episodes = sandbox.plan("validation", keyed_seed(self._seed_key.key, spec.seed, "validation"), spec.validation.episodes)
         digests = {s.id: s.program_digest for s in state.status().submissions}
         programs = [self._stored_program(digests[submission_id]) for submission_id in candidates]
         # Every candidate on the same Episodes, all in one concurrent batch.
@@ -273,7 +305,7 @@ class RunDriver:
         final = records.read_manifest()["final"]
         program = self._stored_program(final["program_digest"])
         initial = capture_program(records.root / "initial_program")
-        episodes = sandbox.plan("test", derive_seed(spec.seed, "assessment"), spec.assessment.episodes)
+        episodes = sandbox.plan("test", keyed_seed(self._seed_key.key, spec.seed, "assessment"), spec.assessment.episodes)
         # The starting Program on the very same held-out Episodes is the reference the Run improved on.
         programs = [program, initial] if spec.assessment.include_initial_program else [program]
         feedback, *reference = evaluate_programs(sandbox, programs, episodes)

@@ -15,11 +15,12 @@ from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.errors import RequestRejected, SessionError
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
-from orchestrator.kernel.program import ProgramError, capture_program
+from orchestrator.kernel.program import ProgramError
 from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
-from orchestrator.records.atomic import write_bytes, write_json
+from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run.workspace import AgentIdentity, capture_workspace_program
 
 Notify = Callable[[str, dict[str, Any]], None]
 
@@ -34,6 +35,7 @@ class RunHost:
         state: SessionState,
         pool: list[PlannedEpisode],
         instructions: str,
+        agent: AgentIdentity | None = None,
         notify: Notify = lambda kind, fields: None,
     ) -> None:
         self._records = records
@@ -42,6 +44,7 @@ class RunHost:
         self._state = state
         self._pool = pool
         self._instructions = instructions
+        self._agent = agent
         self._notify = notify
 
     @property
@@ -62,9 +65,14 @@ class RunHost:
         return self._state.budget.max_candidates
 
     def submit(self, selector: str) -> SubmitReceipt:
-        """Evaluate the workspace's Program on the selected pool indices. Raises RequestRejected."""
+        """Evaluate the workspace's Program on the selected pool indices. Raises RequestRejected.
+
+        The Program is read as the agent (see run.workspace); every problem
+        with it is INVALID_PROGRAM and spends nothing.
+        """
+        self._state.check(selector)  # a finished or busy Run says so before the Program is read
         try:
-            program = capture_program(self._records.workspace / "program")
+            program = capture_workspace_program(self._records.workspace, self._agent)
         except ProgramError as exc:
             raise RequestRejected(SessionError.INVALID_PROGRAM, f"{exc.message} (nothing was spent)") from None
         view = self._state.admit(selector, program.digest)
@@ -117,7 +125,7 @@ class RunHost:
         self._state.void(view.id)
         evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
         reason = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
-        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{evidence}".encode())
+        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{evidence}".encode(), mode=PRIVATE_FILE)
         self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=view.id, reason=reason)
         self._notify("submission_voided", {"id": view.id, "reason": str(exc)})
 

@@ -87,20 +87,36 @@ class AssessmentSpec(_Strict):
     include_initial_program: bool = Field(default=True, description="Also assess the starting Program on the same Episodes, as a reference.")
 
 
+_SIZE = r"^\d+(\.\d+)?\s*[kKmMgG]?i?[bB]?$"
+
+
 class LimitsSpec(_Strict):
     step_deadline_s: float = Field(default=1.0, gt=0)
     episode_deadline_s: float = Field(default=300.0, gt=0)
     startup_deadline_s: float = Field(default=30.0, gt=0)
     agent_wall_clock_s: float = Field(default=3600.0, gt=0)
-    policy_memory: str = Field(default="512m", pattern=r"^\d+(\.\d+)?\s*[kKmMgG]?i?[bB]?$")
+    policy_memory: str = Field(default="512m", pattern=_SIZE)
     policy_cpus: float = Field(default=1.0, gt=0)
     policy_pids: int = Field(default=64, ge=8)
-    agent_memory: str = Field(default="2g", pattern=r"^\d+(\.\d+)?\s*[kKmMgG]?i?[bB]?$")
+    agent_memory: str = Field(default="2g", pattern=_SIZE)
+    policy_tmp: str = Field(default="64m", pattern=_SIZE, description="Size of the policy container's /tmp.")
+    agent_tmp: str = Field(default="256m", pattern=_SIZE, description="Size of the agent container's /tmp.")
+    shm: str = Field(default="16m", pattern=_SIZE, description="Size of /dev/shm in the policy and agent containers.")
+    agent_workspace: str = Field(
+        default="1g", pattern=_SIZE,
+        description="Disk the agent may fill in its workspace (program/ and analysis/ together); enforced when the Host runs as root; 0: no bound.",
+    )
+    agent_workspace_files: int = Field(default=65536, ge=256, description="Files and directories the workspace may hold in all.")
 
 
 class SandboxSpec(_Strict):
     concurrency: int = Field(default=0, ge=0, description="Episodes run at once; 0: one per CPU.")
     pool_size: int = Field(default=16, ge=0, description="Policy containers kept pre-started while the agent thinks (each used once).")
+    runtime: Literal["runc", "runsc"] = Field(
+        default="runc",
+        description="OCI runtime of the policy and agent containers: runc, or runsc (gVisor: a user-space kernel "
+        "between them and the host's; install and register it with scripts/ensure-docker.sh).",
+    )
 
 
 class RunSpec(_Strict):
@@ -113,6 +129,12 @@ class RunSpec(_Strict):
     validation: ValidationSpec = ValidationSpec()
     assessment: AssessmentSpec = AssessmentSpec()
     seed: int = Field(default=0, ge=0)
+    seed_key_file: str | None = Field(
+        default=None,
+        description="File holding the Host's secret seed key (hex), relative to the spec file; it must exist. "
+        "Default: $XDG_DATA_HOME/epg-orchestrator/seed.key (else ~/.local/share/...), generated on first use. "
+        "Runs with the same seed and key have the same hidden Episodes.",
+    )
     limits: LimitsSpec = LimitsSpec()
     sandbox: SandboxSpec = SandboxSpec()
     relay: RelaySpec = RelaySpec()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -59,12 +60,18 @@ def images(builder: ImageBuilder) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def open_sandbox(engine: DockerEngine, images: dict[str, str], builder: ImageBuilder, scope: str):
-    """Return a context manager factory: open_sandbox(benchmark, limits) -> started DockerSandbox."""
+    """Return a context manager factory: open_sandbox(benchmark, limits, tuning, runtime) -> started DockerSandbox.
+
+    runtime, when given, replaces tuning.runtime (the OCI runtime of the policy containers).
+    """
 
     @contextmanager
     def factory(
-        benchmark: str = "CartPole-v1", limits: SandboxLimits = SandboxLimits(), tuning: SandboxTuning = SandboxTuning(pool_size=2)
+        benchmark: str = "CartPole-v1", limits: SandboxLimits = SandboxLimits(), tuning: SandboxTuning = SandboxTuning(pool_size=2),
+        runtime: str | None = None,
     ) -> Iterator[DockerSandbox]:
+        if runtime is not None:
+            tuning = replace(tuning, runtime=runtime)
         package, _, entry = resolve_benchmark(benchmark, builder.packages())
         sandbox_images = SandboxImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
         labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)

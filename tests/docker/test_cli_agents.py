@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -51,11 +52,18 @@ with socket.create_connection(("127.0.0.1", 8765), timeout=10) as connection:
 json.dump(result, open("analysis/refusal.json", "w"))
 EOF'''
 
+FEEDBACK_READER = '''python3 - <<'EOF'
+import json
+feedback = json.load(open("feedback/s0001/feedback.json"))
+json.dump({"score": feedback["score"], "program_digest": feedback["program_digest"]}, open("analysis/feedback_read.json", "w"))
+print("feedback score:", json.dumps(feedback["score"]))
+EOF'''
+
 TURNS = [
     {"shell": "head -3 TASK.md && epg-session status", "text": "Reading the task."},
     {"shell": f"printf '%s' '{GOOD_PARAMS}' > program/params.json"},
     {"shell": "epg-session submit --episodes 0:4"},
-    {"shell": "head -c 200 feedback/s0001/feedback.json"},
+    {"shell": FEEDBACK_READER},
     {"shell": SECRET_PROBE},
     {"shell": REFUSAL_PROBE},
     {"shell": "epg-session finish s0001"},
@@ -68,6 +76,18 @@ def _fake_provider_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def tool_outputs(body: dict) -> list[str]:
+    """The shell outputs a CLI sent back to the model in one request (Responses API or Messages API)."""
+    def text(value) -> str:
+        return value if isinstance(value, str) else json.dumps(value)
+
+    items = [item for item in body.get("input") or [] if isinstance(item, dict)]  # Codex
+    blocks = [block for message in body.get("messages") or [] if isinstance(message.get("content"), list)
+              for block in message["content"] if isinstance(block, dict)]  # Claude Code
+    return ([text(item.get("output")) for item in items if item.get("type") in ("function_call_output", "custom_tool_call_output")]
+            + [text(block.get("content")) for block in blocks if block.get("type") == "tool_result"])
 
 
 @pytest.fixture
@@ -112,6 +132,18 @@ def test_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, provi
     assert manifest["final"]["program_digest"] == expected
     assert manifest["assessment"]["score"] == 500.0
 
+    # The agent read its Feedback and its task inside the container, and the CLI sent what it read to the model.
+    record = json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())
+    read = json.loads((run_dir / "workspace" / "analysis" / "feedback_read.json").read_text())
+    assert read == {"score": record["feedback"]["score"], "program_digest": expected}
+    provided = [json.loads(line) for line in provider_log.read_text().splitlines()]
+    sent_back = [o for p in provided if p["dir"] == "request" and isinstance(p["body"], dict) for o in tool_outputs(p["body"])]
+    scores = {float(m) for o in sent_back for m in re.findall(r"feedback score: (-?[0-9][0-9.eE+-]*)", o)}
+    assert scores == {record["feedback"]["score"]}, sent_back
+    task_title = (run_dir / "workspace" / "TASK.md").read_text().splitlines()[0]
+    assert task_title == "# Task: improve a policy for CartPole-v1"
+    assert any(task_title in o for o in sent_back), sent_back
+
     # The credential never reached the container: not in its environment, not in any file it could read.
     secret_report = json.loads((run_dir / "workspace" / "analysis" / "secret.json").read_text())
     assert secret_report == {"hits": [], "interfaces": ["lo"]}
@@ -126,7 +158,6 @@ def test_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, provi
 
     # The relay's record holds every model request and response, in order.
     forwarded = [e for e in exchanges if not e["refused"]]
-    provided = [json.loads(line) for line in provider_log.read_text().splitlines()]
     requests = sorted((p for p in provided if p["dir"] == "request"), key=lambda p: p["seq"])
     responses = {p["seq"]: p for p in provided if p["dir"] == "response"}
     assert [json.loads(e["request"]) for e in forwarded] == [p["body"] for p in requests]

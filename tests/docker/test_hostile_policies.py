@@ -21,7 +21,8 @@ def _one(sandbox, program_dir, index=0):
     return sandbox.run_episode(episode, capture_program(program_dir))
 
 
-def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sandbox, write_program):
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sandbox, write_program, runtime):
     bomb = write_program('''
         hoard = []
         class Policy:
@@ -32,7 +33,7 @@ def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sand
             return Policy()
     ''')
     limits = SandboxLimits(memory_bytes=128 * 1024 * 1024)
-    with open_sandbox(limits=limits) as sandbox:
+    with open_sandbox(limits=limits, runtime=runtime) as sandbox:
         outcome = _one(sandbox, bomb)
         after = _one(sandbox, write_program(STEADY))
     assert outcome.status is EpisodeStatus.POLICY_FAILURE
@@ -68,7 +69,8 @@ def test_fork_bomb_is_stopped_by_the_pid_limit(open_sandbox, write_program):
     assert after.status is EpisodeStatus.COMPLETED
 
 
-def test_infinite_loop_in_act_times_out_within_the_step_deadline(open_sandbox, write_program):
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_infinite_loop_in_act_times_out_within_the_step_deadline(open_sandbox, write_program, runtime):
     spin = write_program('''
         class Policy:
             def act(self, observation):
@@ -78,14 +80,16 @@ def test_infinite_loop_in_act_times_out_within_the_step_deadline(open_sandbox, w
             return Policy()
     ''')
     limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=0.5))
-    with open_sandbox(limits=limits) as sandbox:
+    with open_sandbox(limits=limits, runtime=runtime) as sandbox:
         began = time.monotonic()
         outcome = _one(sandbox, spin)
         elapsed = time.monotonic() - began
+        after = _one(sandbox, write_program(STEADY))
     assert outcome.failure is FailureCode.TIMEOUT, outcome
     assert 0.5 <= outcome.policy_seconds < 0.8
     assert outcome.steps == 0
     assert elapsed < 10
+    assert after.status is EpisodeStatus.COMPLETED and after.steps == 500
 
 
 def test_episode_deadline_counts_policy_time_only(open_sandbox, write_program):

@@ -1,4 +1,4 @@
-"""What a policy container can and cannot do, checked from inside a real container."""
+"""What a policy container can and cannot do, checked from inside a real container, under runc and under gVisor."""
 
 from __future__ import annotations
 
@@ -9,19 +9,21 @@ import threading
 
 import pytest
 
-from orchestrator.backends.container_spec import ContainerSpec
-from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.backends.container_spec import RUNTIMES, ContainerSpec
+from orchestrator.backends.labels import LabelSet, owner_id, selector
 from orchestrator.kernel.program import capture_program
 
 PROBE = '''
-import json, os, socket, sys
+import ctypes, json, os, socket, sys
 
 def facts(host_port, host_path):
     result = {}
     result["uid"] = os.getuid()
     status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
-    result["no_new_privs"] = status.get("NoNewPrivs", "").strip()
+    # Asked of the kernel (prctl PR_GET_NO_NEW_PRIVS): gVisor's /proc/self/status has no NoNewPrivs line.
+    result["no_new_privs"] = ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0)
     result["cap_eff"] = status.get("CapEff", "").strip()
+    result["kernel"] = os.uname().release
     try:
         open("/written-by-policy", "w").write("x")
         result["root_writable"] = True
@@ -90,19 +92,38 @@ def host_listener():
     server.close()
 
 
-@pytest.fixture
-def facts(open_sandbox, write_program, tmp_path, host_listener, monkeypatch):
+@pytest.fixture(params=RUNTIMES)
+def facts(request, engine, open_sandbox, write_program, tmp_path, host_listener, monkeypatch):
+    """What the probe saw from inside, plus what the host sees of the policy containers, under one runtime."""
     port, accepted = host_listener
     secret = tmp_path / "host-secret.txt"
     secret.write_text("host only")
     monkeypatch.setenv("EPG_TEST_SECRET", "must-not-leak")
     program = write_program(PROBE, **{"probe.json": json.dumps({"port": port, "host_path": str(secret)})})
-    with open_sandbox() as sandbox:
+    with open_sandbox(runtime=request.param) as sandbox:
+        assert sandbox.pool.wait_until_full(60)
+        pooled = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
+        # State.Pid is the container's init under runc and gVisor's sandbox process under runsc.
+        host_side = {
+            "runtimes": sorted({c.attrs["HostConfig"]["Runtime"] for c in pooled}),
+            "netns": sorted({os.readlink(f"/proc/{c.attrs['State']['Pid']}/ns/net") for c in pooled}),
+        }
         (episode,) = sandbox.plan("train", 0, 1)
         outcome = sandbox.run_episode(episode, capture_program(program))
+    assert pooled, "the pool started no policy container"
     assert outcome.failure is None, outcome.traceback or outcome.reason
     line = next(line for line in outcome.output_tail.splitlines() if line.startswith("FACTS "))
-    return json.loads(line[len("FACTS "):]) | {"accepted": len(accepted)}
+    return json.loads(line[len("FACTS "):]) | {"accepted": len(accepted), "runtime": request.param, "host": host_side}
+
+
+def test_policy_runs_under_the_requested_runtime(facts):
+    assert facts["host"]["runtimes"] == [facts["runtime"]]
+    if facts["runtime"] == "runsc":
+        # gVisor's Sentry answers the policy's system calls: it reports its own
+        # kernel release, never the host's.
+        assert facts["kernel"] != os.uname().release
+    else:
+        assert facts["kernel"] == os.uname().release
 
 
 def test_policy_runs_as_non_root(facts):
@@ -110,7 +131,7 @@ def test_policy_runs_as_non_root(facts):
 
 
 def test_policy_has_no_new_privileges_and_no_capabilities(facts):
-    assert facts["no_new_privs"] == "1"
+    assert facts["no_new_privs"] == 1
     assert int(facts["cap_eff"], 16) == 0
 
 
@@ -126,7 +147,17 @@ def test_policy_cannot_import_the_simulator(facts):
 
 def test_policy_cannot_reach_network(facts):
     # Structure: a network namespace of its own, only a loopback interface, no route at all.
-    assert facts["netns"] != os.readlink("/proc/self/ns/net")
+    # Seen from the host, every policy container's process sits in a namespace of its own.
+    host_netns = os.readlink("/proc/self/ns/net")
+    assert host_netns not in facts["host"]["netns"]
+    if facts["runtime"] == "runc":
+        assert facts["netns"] != host_netns
+    else:
+        # Under gVisor the namespace the policy reads is the Sentry's own (its
+        # inode numbers are not the host's, so comparing them would prove
+        # nothing); the interfaces and routes below are those of gVisor's
+        # network stack, which has no device but its loopback.
+        assert facts["netns"].startswith("net:[")
     assert facts["interfaces"] == ["lo"]
     assert facts["routes"] == []
     assert facts["resolver"] is False
@@ -141,13 +172,17 @@ def test_policy_sees_no_host_environment_or_files(facts):
     assert facts["docker_socket"] is False
 
 
-def test_container_spec_translation_matches_the_real_container(engine, images, scope):
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_container_spec_translation_matches_the_real_container(engine, images, scope, runtime):
     labels = LabelSet(session="spec-check", owner=owner_id(), scope=scope).for_role("policy")
-    spec = ContainerSpec(image=images["policy-runtime"], command=("sleep", "30"), labels=labels, memory_bytes=96 * 1024 * 1024, pids_limit=32)
+    spec = ContainerSpec(
+        image=images["policy-runtime"], command=("sleep", "30"), labels=labels, memory_bytes=96 * 1024 * 1024, pids_limit=32, runtime=runtime
+    )
     container = engine.start(spec)
     try:
         container.reload()
         host = container.attrs["HostConfig"]
+        assert host["Runtime"] == runtime
         assert host["NetworkMode"] == "none"
         assert container.attrs["Config"]["NetworkDisabled"] is True
         assert not container.attrs["NetworkSettings"]["Networks"]

@@ -119,13 +119,16 @@ except OSError:
 open("/workspace/program/scratch.txt", "w").write("ok")
 facts["program_writable"] = True
 facts["uid"] = os.getuid()
+facts["kernel"] = os.uname().release
 facts["status"] = json.loads(subprocess.run(["epg-session", "status"], capture_output=True, text=True).stdout)["pool_size"]
 json.dump(facts, open("/workspace/analysis/facts.json", "w"))
 '''
 
 
-def test_agent_container_has_only_the_host_api(tmp_path, scope):
-    spec = write_spec(tmp_path / "spec.yaml", **SMALL, agent={"kind": "command", "image": "agent-base", "argv": ["python3", "-c", AGENT_PROBE]})
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_agent_container_has_only_the_host_api(tmp_path, scope, runtime):
+    spec = write_spec(tmp_path / "spec.yaml", **SMALL, sandbox={"runtime": runtime},
+                      agent={"kind": "command", "image": "agent-base", "argv": ["python3", "-c", AGENT_PROBE]})
     run_dir = tmp_path / "run"
     result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
     assert result.returncode == 0, result.stderr
@@ -137,6 +140,8 @@ def test_agent_container_has_only_the_host_api(tmp_path, scope):
     assert facts["feedback_writable"] is False and facts["program_writable"] is True
     assert facts["uid"] != 0
     assert facts["status"] == 8  # the Host API is reachable through epg-session
+    # Under gVisor the agent talks to its Sentry, which reports its own kernel release.
+    assert (facts["kernel"] == os.uname().release) is (runtime == "runc")
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "agent_exited" and manifest["final"] is None
 

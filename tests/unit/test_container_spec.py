@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.backends.container_spec import BindMount, ContainerSpec, to_docker_kwargs
+from typing import get_args
+
+from orchestrator.backends.container_spec import RUNTIMES, BindMount, ContainerSpec, to_docker_kwargs
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import MANAGED, LabelSet
 
@@ -95,6 +97,25 @@ def test_labels_command_tmpfs_and_environment_are_copies():
     assert original.tmpfs == {"/tmp": "rw,nosuid,nodev,noexec,size=64m"}
     assert original.environment == {"A": "1"}
     assert to_docker_kwargs(original)["labels"] == LABELS
+
+
+def test_runtime_is_runc_unless_the_spec_asks_for_gvisor():
+    assert to_docker_kwargs(spec())["runtime"] == "runc"
+    assert to_docker_kwargs(spec(runtime="runsc"))["runtime"] == "runsc"
+
+
+def test_gvisor_changes_only_the_runtime_not_the_hardening():
+    runc, runsc = to_docker_kwargs(spec()), to_docker_kwargs(spec(runtime="runsc"))
+    assert runsc.pop("runtime") == "runsc" and runc.pop("runtime") == "runc"
+    assert runsc == runc
+
+
+def test_run_spec_and_container_spec_offer_the_same_runtimes():
+    from orchestrator.run.spec import SandboxSpec
+
+    assert RUNTIMES == ("runc", "runsc")
+    assert get_args(SandboxSpec.model_fields["runtime"].annotation) == RUNTIMES
+    assert SandboxSpec().runtime == "runc"
 
 
 def test_name_is_passed_only_when_given():

@@ -1,0 +1,304 @@
+"""A hostile coding agent against a root Host, through real Runs: capture races, FIFOs, resume, disk, typed refusals.
+
+The agent is a `command` agent on agent-base that uses only /workspace and the
+Host API. It swaps entries of program/ and analysis/ with
+renameat2(RENAME_EXCHANGE) in a forked process while it submits, with decoys
+so that a lost race costs it nothing. The tests then look for the Host's
+secrets in every record a Program could have reached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SWAPPER_SOURCE = (REPO / "tests" / "fakes" / "swapper.py").read_text().split('if __name__ == "__main__":')[0]
+SECRET = "host-secret-" + os.urandom(8).hex()
+
+
+@pytest.fixture(autouse=True)
+def _as_root():
+    if os.geteuid() != 0:
+        pytest.fail("these tests attack a root Host and must run as root", pytrace=False)
+
+
+def run_cli(args: list[str], scope: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
+                          env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout)
+
+
+def spec_for(tmp_path: Path, source: str, environment: dict[str, str], **extra) -> Path:
+    spec = {
+        "benchmark": "CartPole-v1",
+        "budget": {"episodes": 3000, "max_submissions": 3000, "pool_size": 2},
+        "validation": {"episodes": 1, "max_candidates": 1},
+        "assessment": {"episodes": 1, "include_initial_program": False},
+        "sandbox": {"pool_size": 4},
+        "agent": {"kind": "command", "image": "agent-base", "argv": ["python3", "-c", source], "environment": environment},
+        **extra,
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture
+def host_secrets(tmp_path: Path) -> dict[str, Path]:
+    """A root-only file and a root-only directory on the Host, both holding SECRET."""
+    vault = tmp_path / "vault"
+    vault.mkdir(mode=0o700)
+    (vault / "data").write_text(SECRET)
+    os.chmod(vault / "data", 0o600)
+    return {"file": vault / "data", "dir": vault}
+
+
+def records_holding(run_dir: Path, needle: bytes) -> list[str]:
+    """Every file of the run directory outside private/ whose bytes contain needle."""
+    hits = []
+    for directory, dirs, files in os.walk(run_dir):
+        dirs[:] = [d for d in dirs if Path(directory, d) != run_dir / "private"]
+        for name in files:
+            path = Path(directory, name)
+            if not path.is_symlink() and path.is_file() and needle in path.read_bytes():
+                hits.append(str(path.relative_to(run_dir)))
+    return hits
+
+
+RACES = SWAPPER_SOURCE + r'''
+import json, os, shutil, time
+from orchestrator.session.client import HostApiError, SessionClient
+
+P, A = "/workspace/program", "/workspace/analysis"
+targets = json.loads(os.environ["EPG_TEST_TARGETS"])
+client = SessionClient()
+DECOY_POLICY = "def make_policy(context):\n    raise RuntimeError('decoy')\n"
+results = {}
+
+def write(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+
+def reset():
+    for root in (P, A):
+        for name in os.listdir(root):
+            path = os.path.join(root, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+    write(P + "/policy.py", DECOY_POLICY)
+
+def attack(name, a, b, attempts):
+    # At rest the hostile entry is in program/ (a free refusal); the decoy flashes
+    # in and out, so a capture that looks at the wrong moment is what is tested.
+    pid = os.fork()
+    if pid == 0:
+        exchange = exchanger()
+        try:
+            exchange(a, b)
+            while not os.path.exists("/tmp/stop"):
+                for _ in range(50):
+                    exchange(a, b)
+                    exchange(a, b)
+                time.sleep(0.0005)
+        finally:
+            os._exit(0)
+    codes = {}
+    for _ in range(attempts):
+        try:
+            client.submit("0")
+            code = "captured"
+        except HostApiError as exc:
+            code = exc.code
+        codes[code] = codes.get(code, 0) + 1
+    write("/tmp/stop", "")
+    os.waitpid(pid, 0)
+    os.unlink("/tmp/stop")
+    results[name] = codes
+
+for label, target in (("file", targets["file"]), ("pool", targets["pool"]), ("environ", "/proc/self/environ")):
+    reset()
+    write(P + "/loot", "decoy\n")
+    os.symlink(target, A + "/loot")
+    attack("file-swap-" + label, P + "/loot", A + "/loot", 200)
+
+reset()
+os.mkdir(P + "/sub")
+write(P + "/sub/data", "decoy\n")
+os.symlink(targets["dir"], A + "/sub")
+attack("directory-swap", P + "/sub", A + "/sub", 200)
+
+reset()
+write(P + "/pipe", "decoy\n")
+os.mkfifo(A + "/pipe")
+attack("fifo-swap", P + "/pipe", A + "/pipe", 100)
+
+def submit_once(name):
+    try:
+        client.submit("0")
+        results[name] = "captured"
+    except HostApiError as exc:
+        results[name] = exc.code
+
+reset()
+with open(os.path.join(os.fsencode(P), b"bad-\xff"), "wb") as handle:
+    handle.write(b"x")
+submit_once("non-utf8")
+reset()
+os.makedirs(P + "/d" * 40)
+submit_once("deep")
+
+reset()
+results["status"] = client.status()
+receipt = client.submit("0")
+client.finish([receipt["submission_id"]])
+os.symlink("/etc/passwd", P + "/link")  # an invalid Program on a finished Run: the finish is what counts
+submit_once("after-finish")
+json.dump(results, open(A + "/results.json", "w"))
+'''
+
+
+def test_capture_races_never_capture_a_host_byte_and_every_refusal_is_free(tmp_path, scope, host_secrets):
+    run_dir = tmp_path / "run"
+    targets = {"file": str(host_secrets["file"]), "dir": str(host_secrets["dir"]), "pool": str(run_dir / "private" / "pool.json")}
+    spec = spec_for(tmp_path, RACES, {"EPG_TEST_TARGETS": json.dumps(targets)})
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    results = json.loads((run_dir / "workspace" / "analysis" / "results.json").read_text())
+
+    for name in ("file-swap-file", "file-swap-pool", "file-swap-environ", "directory-swap", "fifo-swap"):
+        codes = results[name]
+        assert sum(codes.values()) >= 100 and set(codes) <= {"captured", "invalid_program"}, (name, codes)
+        assert codes.get("invalid_program", 0) > 0, f"{name}: the swap never raced a capture ({codes})"
+        assert codes.get("captured", 0) > 0, f"{name}: no capture ever saw the decoy ({codes})"
+    assert (results["non-utf8"], results["deep"], results["after-finish"]) == ("invalid_program", "invalid_program", "already_finished")
+
+    # No byte of the Host's secrets, of the hidden pool or of the Host's environment in any record.
+    pool_marker = json.loads((run_dir / "private" / "pool.json").read_text())[0]["payload"].encode("latin-1")
+    assert records_holding(run_dir, SECRET.encode()) == []
+    assert records_holding(run_dir, pool_marker) == []
+    assert records_holding(run_dir / "programs", b"PATH=") == []
+    # Refusals spent nothing: every Episode charged belongs to a captured Submission.
+    captured = sum(codes.get("captured", 0) for name, codes in results.items() if name.endswith("swap") or "-swap-" in name)
+    assert results["status"]["submissions_used"] == captured
+    assert results["status"]["episodes_used"] == captured
+    manifest = json.loads(result.stdout)
+    assert manifest["terminal_reason"] == "finished"
+
+
+PLANT = r'''
+import json, os, time, subprocess
+A = "/workspace/analysis"
+if os.path.exists(A + "/planted"):
+    subprocess.run(["epg-session", "submit", "--episodes", "0"], check=True, capture_output=True)
+    status = json.loads(subprocess.run(["epg-session", "status"], check=True, capture_output=True, text=True).stdout)
+    subprocess.run(["epg-session", "finish", status["submissions"][-1]["id"]], check=True, capture_output=True)
+    raise SystemExit(0)
+target = os.environ["EPG_TEST_HOST_FILE"]
+os.symlink(target, A + "/to-host-file")
+os.symlink(os.path.dirname(target), A + "/to-host-dir")
+os.symlink("/nowhere/at/all", A + "/dangling")
+fd = os.open(A, os.O_RDONLY | os.O_DIRECTORY)
+for _ in range(1100):
+    os.mkdir("d", dir_fd=fd)
+    child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = child
+os.close(fd)
+os.mkfifo(A + "/pipe")
+open(A + "/planted", "w").close()
+time.sleep(600)
+'''
+
+
+def test_resume_never_chowns_through_what_the_agent_planted(tmp_path, scope, engine, host_secrets):
+    host_file = host_secrets["file"]
+    before = (host_file.stat().st_uid, host_file.stat().st_gid, host_file.parent.stat().st_uid)
+    spec = spec_for(tmp_path, PLANT, {"EPG_TEST_HOST_FILE": str(host_file)})
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "run", str(spec), "-o", str(run_dir), "--json"],
+                               env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / "workspace" / "analysis" / "planted").exists():
+            assert time.monotonic() < deadline and process.poll() is None, "the agent never planted its links"
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    try:
+        result = run_cli(["run", "--resume", str(run_dir), "--json"], scope, timeout=600)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["terminal_reason"] == "finished"
+        assert (host_file.stat().st_uid, host_file.stat().st_gid, host_file.parent.stat().st_uid) == before
+        # The finished workspace is a plain directory again, with the agent's links kept out of it.
+        analysis = run_dir / "workspace" / "analysis"
+        assert not os.path.ismount(run_dir / "workspace") and (analysis / "planted").is_file()
+        assert not any(p.is_symlink() for p in analysis.iterdir())
+    finally:
+        subprocess.run(["rm", "-rf", str(run_dir / "workspace")], check=False)  # deeper than shutil.rmtree goes
+
+
+DISK = r'''
+import json, os
+A = "/workspace/analysis"
+facts = {}
+
+def fill(path, limit):
+    written = 0
+    try:
+        with open(path, "wb") as handle:
+            while written < limit:
+                handle.write(b"x" * (1 << 20))
+                handle.flush()
+                written += 1 << 20
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        facts.setdefault("errors", {})[path] = exc.strerror
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    return written
+
+facts["workspace_bytes"] = fill(A + "/big", 200 << 20)
+facts["shm_bytes"] = fill("/dev/shm/big", 200 << 20)
+facts["tmp_bytes"] = fill("/tmp/big", 200 << 20)
+os.mkdir(A + "/many")
+count = 0
+try:
+    for count in range(20000):
+        open(f"{A}/many/{count}", "w").close()
+    count = 20000
+except OSError as exc:
+    facts.setdefault("errors", {})["many"] = exc.strerror
+for name in os.listdir(A + "/many"):
+    os.unlink(f"{A}/many/{name}")
+os.rmdir(A + "/many")
+facts["files"] = count
+json.dump(facts, open(A + "/disk.json", "w"))
+'''
+
+
+def test_the_agent_cannot_fill_the_hosts_disk_or_memory_through_its_workspace_tmp_or_shm(tmp_path, scope):
+    limits = {"agent_workspace": "64m", "agent_workspace_files": 2000, "agent_tmp": "32m", "shm": "16m"}
+    spec = spec_for(tmp_path, DISK, {}, limits=limits)
+    run_dir = tmp_path / "run"
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    facts = json.loads((run_dir / "workspace" / "analysis" / "disk.json").read_text())
+    assert facts["workspace_bytes"] <= 64 << 20 and facts["shm_bytes"] <= 16 << 20 and facts["tmp_bytes"] <= 32 << 20, facts
+    assert facts["files"] < 2000, facts
+    assert set(facts["errors"].values()) == {"No space left on device"}, facts
+    manifest = json.loads(result.stdout)
+    assert manifest["workspace_bound"] == {"bytes": 64 << 20, "files": 2000}
+    assert not (run_dir / "workspace.img").exists() and not os.path.ismount(run_dir / "workspace")
