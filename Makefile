@@ -6,8 +6,9 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup docker images demo evaluate test unit bench bench-engine proto gc clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e './sdk[gym,runner]'
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
@@ -29,7 +30,7 @@ test: setup docker
 	$(BIN)/python -m pytest
 
 unit: setup
-	$(BIN)/python -m pytest tests/unit environments tests/environments
+	$(BIN)/python -m pytest tests/unit tests/packaging environments tests/environments
 
 bench: setup docker
 	$(BIN)/python bench/bench.py
@@ -38,7 +39,7 @@ bench-engine: setup docker
 	$(BIN)/python bench/engine_starts.py
 
 proto: setup
-	$(BIN)/python scripts/gen-proto.py
+	$(BIN)/python scripts/gen-proto.py sdk
 
 gc: setup docker
 	$(BIN)/epg-orchestrate gc

@@ -21,6 +21,8 @@ from pathlib import Path
 from statistics import median
 
 from epg.v1 import runner_pb2
+from epg_sdk.runtime.episode_loop import EpisodeLimits
+from epg_sdk.testing import run_local_episode
 from orchestrator.backends.container_spec import RUNTIMES
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
@@ -29,8 +31,6 @@ from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
-from orchestrator.runtimes.episode_loop import EpisodeLimits
-from orchestrator.sdk.testing import run_local_episode
 
 BALANCING = """
 class Policy:
@@ -112,7 +112,7 @@ def ratio(figures: dict[str, list[float]], runtime: str) -> str:
 
 
 def local_rate(entry: str, program_dir: Path, episodes: int) -> tuple[float, list]:
-    from orchestrator.runtimes.runner import load_benchmark
+    from epg_sdk.runtime.runner import load_benchmark
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "environments" / "cartpole"))
     benchmark = load_benchmark(entry)

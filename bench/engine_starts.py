@@ -25,7 +25,7 @@ from orchestrator.images.builder import ImageBuilder
 
 WORKLOADS = {
     "sleep only": ("sleep", "60"),
-    "import the policy runtime": ("python3", "-c", "import orchestrator.runtimes.policy_runtime, time; time.sleep(60)"),
+    "import the policy runtime": ("python3", "-c", "import epg_sdk.runtime.policy_runtime, time; time.sleep(60)"),
 }
 ENGINE_PROCESSES = ("dockerd", "containerd", "containerd-shim", "runc")
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")

@@ -1,6 +1,6 @@
 """Generate the Python protobuf and gRPC modules of proto/epg/v1 into a directory.
 
-Usage: python scripts/gen-proto.py [OUT_DIR]   (default: the repository root,
+Usage: python scripts/gen-proto.py [OUT_DIR]   (default: sdk/, the SDK distribution,
 which places the modules in the `epg.v1` package).
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
+SDK_ROOT = ROOT / "sdk"
 PROTO_ROOT = ROOT / "proto"
 GRPC_SERVICES = {"runner.proto", "host_api.proto"}
 
@@ -35,6 +36,6 @@ def generate(out_dir: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else SDK_ROOT
     for path in generate(target):
         print(path)

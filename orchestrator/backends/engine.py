@@ -9,10 +9,10 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
+from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.container_spec import ContainerSpec, to_docker_kwargs
 from orchestrator.backends.labels import MANAGED
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.outcomes import ContainerExit
 
 log = logging.getLogger(__name__)
 

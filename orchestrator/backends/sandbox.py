@@ -25,18 +25,21 @@ import grpc
 from docker.errors import DockerException
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
+from epg_sdk.codes import RunnerOutcome
+from epg_sdk.outcomes import ContainerExit, classify_episode
+from epg_sdk.planning import policy_seed
+from epg_sdk.protocol import values
+from epg_sdk.protocol.codes import OUTCOMES
+from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError, RunnerOutcome
-from orchestrator.kernel.outcomes import ContainerExit, EpisodeOutcome, classify_episode
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program
-from orchestrator.kernel.seeds import policy_seed
-from orchestrator.protocol import values
-from orchestrator.protocol.records import OUTCOMES, outcome_to_proto_record
-from orchestrator.runtimes.episode_loop import EpisodeLimits
+from orchestrator.protocol.records import outcome_to_proto_record
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +208,7 @@ class DockerSandbox:
             image=self._images.environment,
             # -O: Benchmarks validate actions before the simulator sees them, so
             # the simulators' own per-step asserts are dead weight (CartPole's: 6 us).
-            command=("python3", "-O", "-m", "orchestrator.runtimes.runner", "--entry", self._images.benchmark_entry, "--exchange", EXCHANGE_MOUNT),
+            command=("python3", "-O", "-m", "epg_sdk.runtime.runner", "--entry", self._images.benchmark_entry, "--exchange", EXCHANGE_MOUNT),
             labels=self._labels.for_role("runner"),
             user=f"{os.getuid()}:{os.getgid()}",
             mounts=(BindMount(source=str(lane.exchange), target=EXCHANGE_MOUNT, read_only=False),),
@@ -410,7 +413,7 @@ class DockerSandbox:
         limits = self._limits
         return ContainerSpec(
             image=self._images.policy_runtime,
-            command=("python3", "-m", "orchestrator.runtimes.policy_runtime", "--linger", f"{IO_MOUNT}/policy.sock"),
+            command=("python3", "-m", "epg_sdk.runtime.policy_runtime", "--linger", f"{IO_MOUNT}/policy.sock"),
             labels=self._labels.for_role("policy"),
             user=POLICY_UID,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmpfs_bytes}"},

@@ -77,7 +77,7 @@ def _baseline_check(options: SandboxOptions, baseline, episodes: int) -> dict:
 def _report_in_image(engine: DockerEngine, image: str, entry: str, scope: str) -> dict:
     """Run the conformance checks inside the environment image (no network, read-only) and return the report."""
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("env-check")
-    container = engine.start(ContainerSpec(image=image, command=("python3", "-m", "orchestrator.sdk.checks", "--entry", entry),
+    container = engine.start(ContainerSpec(image=image, command=("python3", "-m", "epg_sdk.checks", "--entry", entry),
                                            labels=labels, user="10001:10001", memory_bytes=2 * 1024**3, pids_limit=256))
     try:
         status = engine.exit_of(container, CHECK_TIMEOUT_S)

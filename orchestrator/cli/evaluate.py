@@ -10,6 +10,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from epg_sdk.planning import SPLITS
+from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.cli.common import err, fail, fail_infrastructure, out, parse_size
 from orchestrator.cli.options import Base, Concurrency, Environments, PoolSize, Runtime, Scope, environment_roots
@@ -20,8 +22,6 @@ from orchestrator.kernel.evaluation import Evaluation, evaluate_program
 from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.records.atomic import write_json
 from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
-from orchestrator.runtimes.episode_loop import EpisodeLimits
-from orchestrator.sdk.planning import SPLITS
 
 
 def evaluate(

@@ -1,8 +1,11 @@
-"""`epg-orchestrate images build | list`."""
+"""`epg-orchestrate images build | list | prune | context | push | pull`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.table import Table
@@ -10,11 +13,16 @@ from rich.table import Table
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.cli.common import err, fail, fail_infrastructure, out
 from orchestrator.cli.options import Base, Environments, environment_roots
+from orchestrator.images import registry as registries
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError
 from orchestrator.kernel.codes import InfrastructureError
 
-app = typer.Typer(help="Build and list the offline images.", no_args_is_help=True)
+app = typer.Typer(help="Build, list, push and pull the offline images.", no_args_is_help=True)
+
+Names = Annotated[Optional[list[str]], typer.Argument(help="Images (default: all).", show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (progress stays on stderr).")]
+Registry = Annotated[str, typer.Option("--registry", help="Registry as HOST[:PORT]; images go to HOST[:PORT]/epg/NAME:TAG.", show_default=False)]
 
 
 def _builder(base: str, environments) -> ImageBuilder:
@@ -22,20 +30,29 @@ def _builder(base: str, environments) -> ImageBuilder:
     return ImageBuilder(engine.client, base=base, environments=environment_roots(environments), progress=lambda m: err.print(m, highlight=False))
 
 
+def _fail_from(exc: Exception) -> NoReturn:
+    if isinstance(exc, InfrastructureError):
+        fail_infrastructure(exc)
+    if isinstance(exc, registries.RegistryError):
+        fail(str(exc), code=3)
+    fail(str(exc).strip("'\""))
+
+
+Failures = (InfrastructureError, KeyError, CatalogueError, registries.RegistryError, FileExistsError)
+
+
 @app.command("build")
-def build(
-    names: Annotated[Optional[list[str]], typer.Argument(help="Images to build (default: all).", show_default=False)] = None,
-    base: Base = "auto",
-    environments: Environments = None,
-) -> None:
+def build(names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
     """Build images whose inputs changed; an image with the same inputs is never rebuilt."""
     try:
         results = _builder(base, environments).ensure(names or None)
-    except InfrastructureError as exc:
-        fail_infrastructure(exc)
-    except (KeyError, CatalogueError) as exc:
-        fail(str(exc).strip("'\""))
+    except Failures as exc:
+        _fail_from(exc)
     built = [r for r in results if r.built]
+    if as_json:
+        images = [{"name": r.name, "tag": r.tag, "id": r.image_id, "built": r.built, "seconds": round(r.seconds, 3)} for r in results]
+        print(json.dumps({"images": images, "built": len(built), "up_to_date": len(results) - len(built)}))
+        return
     for result in results:
         out.print(f"{result.name:<28} {result.tag:<52} {'built' if result.built else 'up to date'}", highlight=False)
     out.print(f"{len(built)} built, {len(results) - len(built)} up to date")
@@ -66,3 +83,75 @@ def prune(base: Base = "auto", environments: Environments = None) -> None:
     for tag in removed:
         out.print(f"removed {tag}", highlight=False)
     out.print(f"{len(removed)} outdated images removed")
+
+
+@app.command("context")
+def context(
+    name: Annotated[str, typer.Argument(help="The image, e.g. policy-runtime, env-cartpole, agent-codex.", show_default=False)],
+    directory: Annotated[Path, typer.Argument(help="An empty or new directory.", show_default=False)],
+    base: Base = "auto",
+    environments: Environments = None,
+    as_json: Json = False,
+) -> None:
+    """Write the build context the builder would use for NAME, and print the `docker build` command for it."""
+    try:
+        written = _builder(base, environments).context(name, directory)
+    except Failures as exc:
+        _fail_from(exc)
+    args = " ".join(f"--build-arg {key}={shlex.quote(value)}" for key, value in written.build_args.items())
+    command = f"docker build {args} -t {written.tag} {shlex.quote(str(directory))}"
+    if as_json:
+        print(json.dumps({"name": written.name, "tag": written.tag, "directory": str(directory), "build_args": written.build_args, "command": command}))
+        return
+    out.print(command, highlight=False, soft_wrap=True)
+
+
+def _transfer_json(registry: str, transfers: list[registries.Transfer]) -> str:
+    images = [{"name": t.name, "tag": t.tag, "remote": t.remote, "id": t.image_id, "seconds": round(t.seconds, 3)} for t in transfers]
+    return json.dumps({"registry": registry, "images": images})
+
+
+def _print_transfers(verb: str, transfers: list[registries.Transfer]) -> None:
+    for transfer in transfers:
+        out.print(f"{transfer.name:<28} {transfer.remote:<64} {verb}", highlight=False)
+    out.print(f"{len(transfers)} {verb}")
+
+
+@app.command("push")
+def push(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
+    """Push built images as HOST[:PORT]/epg/NAME:TAG (a bootstrapped base image too, so `pull` elsewhere finds the same tags)."""
+    try:
+        registries.check_registry(registry)
+        builder = _builder(base, environments)
+        wanted = [(status.name, status.tag) for status in builder.status(names or None)]
+        base_tag = builder.base_tag()
+        if base_tag is not None:
+            wanted.insert(0, ("base", base_tag))
+        transfers = registries.push(builder.client, registry, wanted, lambda m: err.print(m, highlight=False))
+    except Failures as exc:
+        _fail_from(exc)
+    if as_json:
+        print(_transfer_json(registry, transfers))
+    else:
+        _print_transfers("pushed", transfers)
+
+
+@app.command("pull")
+def pull(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
+    """Pull images pushed by `images push` and tag them epg/NAME:TAG, so `images build` finds them up to date."""
+    progress = lambda m: err.print(m, highlight=False)  # noqa: E731
+    try:
+        registries.check_registry(registry)
+        builder = _builder(base, environments)
+        transfers = []
+        base_tag = builder.base_tag()
+        if base_tag is not None and not builder.has_image(base_tag):  # the tags below depend on the base's id
+            transfers += registries.pull(builder.client, registry, [("base", base_tag)], progress)
+        wanted = [(status.name, status.tag) for status in builder.status(names or None)]
+        transfers += registries.pull(builder.client, registry, wanted, progress)
+    except Failures as exc:
+        _fail_from(exc)
+    if as_json:
+        print(_transfer_json(registry, transfers))
+    else:
+        _print_transfers("pulled", transfers)

@@ -25,8 +25,8 @@ Scope = Annotated[
 
 
 def environment_roots(extra: list[Path] | None) -> list[Path] | None:
-    """The default environments/ plus any extra roots, or None for the default alone."""
-    return [DEFAULT_ENVIRONMENTS, *extra] if extra else None
+    """The extra roots, then the bundled environments/ (installed distributions are always searched); None for the default alone."""
+    return [*extra, DEFAULT_ENVIRONMENTS] if extra else None
 Concurrency = Annotated[
     int, typer.Option("--concurrency", min=0, help="Episodes run at once (runner lanes); 0: one per CPU.")
 ]

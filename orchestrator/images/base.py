@@ -1,4 +1,4 @@
-"""The base image every other image starts from: local, pulled, or bootstrapped from Debian."""
+"""The base image every other image starts from: local, pulled, or bootstrapped from Debian (images/base/)."""
 
 from __future__ import annotations
 
@@ -14,28 +14,61 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
+from orchestrator.images.catalogue import REPO_ROOT
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 DEFAULT_BASE = "python:3.11-slim"
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# git: the agent images are built on this base, and an agent expects git.
-PACKAGES = ("python3", "python3-pip", "ca-certificates", "git")
-# The bootstrapped base behaves like python:3.11-slim for our Dockerfiles:
-# `python3` and `python3 -m pip` work as root, UTF-8 locale.
-CHANGES = (
-    "ENV LANG=C.UTF-8",
-    "ENV PIP_BREAK_SYSTEM_PACKAGES=1",
-    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    'CMD ["python3"]',
-)
+# bootstrap.sh (debootstrap into a tarball), packages.txt (its Debian packages) and
+# changes.dockerfile (the `docker import --change` instructions that make the base behave
+# like python:3.11-slim for our Dockerfiles). All three are inputs of the base's tag.
+BASE_DIR = REPO_ROOT / "images" / "base"
+BOOTSTRAP_SCRIPT = BASE_DIR / "bootstrap.sh"
+PACKAGES_FILE = BASE_DIR / "packages.txt"
+CHANGES_FILE = BASE_DIR / "changes.dockerfile"
 
 Progress = Callable[[str], None]
 
 
+def _lines(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def packages() -> list[str]:
+    """The Debian packages of the bootstrapped base (images/base/packages.txt)."""
+    return _lines(PACKAGES_FILE)
+
+
+def changes() -> list[str]:
+    """The Dockerfile instructions applied on import (images/base/changes.dockerfile)."""
+    return _lines(CHANGES_FILE)
+
+
 def bootstrap_tag(mirror: str = DEFAULT_MIRROR) -> str:
-    recipe = "\n".join([SUITE, mirror, *PACKAGES, *CHANGES])
-    return f"epg/base:{SUITE}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+    """epg/base:bookworm-HASH, HASH over the suite, the mirror and the bytes of every file in images/base/."""
+    hasher = hashlib.sha256()
+    for part in (SUITE, mirror):
+        hasher.update(part.encode() + b"\0")
+    for path in (BOOTSTRAP_SCRIPT, PACKAGES_FILE, CHANGES_FILE):
+        hasher.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"epg/base:{SUITE}-{hasher.hexdigest()[:12]}"
+
+
+def planned_bootstrap_tag(client: docker.DockerClient, choice: str, mirror: str = DEFAULT_MIRROR) -> str | None:
+    """The bootstrapped base's tag when choice leads (or would lead) to one; None for another base.
+
+    Asks only the local engine: "auto" with a local python:3.11-slim is that image.
+    """
+    if choice == "debootstrap":
+        return bootstrap_tag(mirror)
+    if choice != "auto":
+        return None
+    try:
+        client.images.get(DEFAULT_BASE)
+    except ImageNotFound:
+        return bootstrap_tag(mirror)
+    return None
 
 
 def ensure_base(client: docker.DockerClient, choice: str, progress: Progress, mirror: str = DEFAULT_MIRROR) -> str:
@@ -47,24 +80,29 @@ def ensure_base(client: docker.DockerClient, choice: str, progress: Progress, mi
     """
     if choice not in ("auto", "debootstrap"):
         return _local_or_pulled(client, choice, progress) or _fail(f"base image {choice} is neither local nor pullable")
+    tag = bootstrap_tag(mirror)
     if choice == "auto":
-        found = _local_or_pulled(client, DEFAULT_BASE, progress)
+        found = _local(client, DEFAULT_BASE) or _local(client, tag) or _local_or_pulled(client, DEFAULT_BASE, progress)
         if found:
             return found
-    tag = bootstrap_tag(mirror)
-    try:
-        return client.images.get(tag).id
-    except ImageNotFound:
-        pass
+    found = _local(client, tag)
+    if found:
+        return found
     progress(f"bootstrapping {tag} from Debian {SUITE} (no registry answers; about a minute)")
     return _bootstrap(client, tag, mirror, progress)
 
 
-def _local_or_pulled(client: docker.DockerClient, reference: str, progress: Progress) -> str | None:
+def _local(client: docker.DockerClient, reference: str) -> str | None:
     try:
         return client.images.get(reference).id
     except ImageNotFound:
-        pass
+        return None
+
+
+def _local_or_pulled(client: docker.DockerClient, reference: str, progress: Progress) -> str | None:
+    found = _local(client, reference)
+    if found:
+        return found
     progress(f"pulling {reference}")
     try:
         return client.images.pull(reference).id
@@ -92,24 +130,17 @@ def _ensure_debootstrap(progress: Progress) -> str:
 def _bootstrap(client: docker.DockerClient, tag: str, mirror: str, progress: Progress) -> str:
     if os.geteuid() != 0:
         _fail("bootstrapping a base image needs root (debootstrap); run as root or pass --base IMAGE")
-    debootstrap = _ensure_debootstrap(progress)
+    _ensure_debootstrap(progress)
     with tempfile.TemporaryDirectory(prefix="epg-base-") as tmp:
-        root = Path(tmp) / "root"
-        command = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), mirror]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            _fail("debootstrap failed", result.stdout[-4000:] + result.stderr[-4000:])
-        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            shutil.rmtree(root / leftover, ignore_errors=True)
-        progress("importing the bootstrapped file system")
         archive = Path(tmp) / "rootfs.tar"
-        packed = subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], capture_output=True, text=True)
-        if packed.returncode != 0:
-            _fail("packing the bootstrapped file system failed", packed.stderr[-4000:])
+        result = subprocess.run(["sh", str(BOOTSTRAP_SCRIPT), str(archive), mirror], capture_output=True, text=True, env={**os.environ, "TMPDIR": tmp})
+        if result.returncode != 0 or not archive.is_file():
+            _fail(f"{BOOTSTRAP_SCRIPT.relative_to(REPO_ROOT)} failed", result.stdout[-4000:] + result.stderr[-4000:])
+        progress("importing the bootstrapped file system")
         repository, _, version = tag.partition(":")
-        changes = [*CHANGES, f"LABEL {MANAGED}=true {IMAGE}=base {INPUTS}={version}"]
+        import_changes = [*changes(), f"LABEL {MANAGED}=true {IMAGE}=base {INPUTS}={version}"]
         try:
-            client.api.import_image(src=str(archive), repository=repository, tag=version, changes=changes)
+            client.api.import_image(src=str(archive), repository=repository, tag=version, changes=import_changes)
             return client.images.get(tag).id
         except (APIError, ImageNotFound) as exc:
             return _fail("docker import of the bootstrapped base failed", str(exc))

@@ -18,7 +18,7 @@ import docker
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
-from orchestrator.images.base import ensure_base
+from orchestrator.images.base import ensure_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import EnvironmentPackage, discover
 from orchestrator.images.recipes import ImageRecipe, NpmBinary, agent_base_recipe, cli_agent_recipes, environment_recipe, policy_runtime_recipe
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
@@ -51,8 +51,19 @@ class ImageStatus:
 class BuildResult:
     name: str
     tag: str
+    image_id: str
     built: bool  # False: an image with these inputs existed already
     seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildContext:
+    """A build context written to a directory, and the build args `docker build` needs for it."""
+
+    name: str
+    tag: str  # the tag the builder gives the image built from it
+    directory: Path
+    build_args: dict[str, str]  # BASE and the recipe's own
 
 
 class ImageBuilder:
@@ -73,6 +84,7 @@ class ImageBuilder:
         self._environments = environments
         self._progress = progress
         self._base_id: str | None = None
+        self._recipes: dict[str, ImageRecipe] | None = None
 
     # catalogue -------------------------------------------------------------------
 
@@ -80,24 +92,40 @@ class ImageBuilder:
         return discover(self._environments)
 
     def recipes(self) -> dict[str, ImageRecipe]:
-        recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe()}
-        recipes.update({recipe.name: recipe for recipe in cli_agent_recipes()})
-        for package in self.packages():
-            recipes[package.image] = environment_recipe(package)
-        return recipes
+        """Every image of the catalogue by name (read once per builder)."""
+        if self._recipes is None:
+            recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe()}
+            recipes.update({recipe.name: recipe for recipe in cli_agent_recipes()})
+            for package in self.packages():
+                recipes[package.image] = environment_recipe(package)
+            self._recipes = recipes
+        return self._recipes
 
     def base_id(self) -> str:
         if self._base_id is None:
             self._base_id = ensure_base(self._client, self._base_choice, self._progress)
         return self._base_id
 
+    def base_tag(self) -> str | None:
+        """The deterministic tag of the bootstrapped base when this builder's base is (or will be) one; else None."""
+        return planned_bootstrap_tag(self._client, self._base_choice)
+
+    def tag_of(self, recipe: ImageRecipe) -> str:
+        """The content tag of recipe: over its inputs and its base (the parent's tag, or the base image id)."""
+        return recipe.tag(self._base_input(recipe))
+
+    def _base_input(self, recipe: ImageRecipe) -> str:
+        if recipe.parent is None:
+            return self.base_id()
+        return self.tag_of(self.recipes()[recipe.parent])
+
     def status(self, names: list[str] | None = None) -> list[ImageStatus]:
         """Return the tag of each image and whether it is present (builds the base if needed)."""
         statuses = []
         for recipe in self._select(names):
-            tag = recipe.tag(self.base_id())
+            tag = self.tag_of(recipe)
             pinned = recipe.labels.get("org.evopolicygym.cli", "")
-            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=self._exists(tag), pinned=pinned))
+            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=self.has_image(tag), pinned=pinned))
         return statuses
 
     def _select(self, names: list[str] | None) -> list[ImageRecipe]:
@@ -109,12 +137,19 @@ class ImageBuilder:
             raise KeyError(f"unknown image {', '.join(unknown)}; known: {', '.join(recipes)}")
         return [recipes[n] for n in names]
 
-    def _exists(self, tag: str) -> bool:
+    @property
+    def client(self) -> docker.DockerClient:
+        return self._client
+
+    def has_image(self, tag: str) -> bool:
+        """Whether the engine holds an image under tag."""
+        return self._image_id(tag) is not None
+
+    def _image_id(self, tag: str) -> str | None:
         try:
-            self._client.images.get(tag)
+            return self._client.images.get(tag).id
         except ImageNotFound:
-            return False
-        return True
+            return None
 
     def prune(self) -> list[str]:
         """Remove images of ours whose inputs are outdated (not a current tag, not the current base); return their tags."""
@@ -139,34 +174,62 @@ class ImageBuilder:
         return [self.build(recipe) for recipe in self._select(names)]
 
     def build(self, recipe: ImageRecipe) -> BuildResult:
+        """Build recipe's image unless one with its tag exists (its parent first). Raises InfrastructureError."""
         started = time.monotonic()
-        base_id = self.base_id()
-        digest = recipe.inputs_hash(base_id)
-        tag = recipe.tag(base_id)
-        if self._exists(tag):
+        if recipe.parent is not None:
+            self.build(self.recipes()[recipe.parent])
+        base_input = self._base_input(recipe)
+        digest = recipe.inputs_hash(base_input)
+        tag = recipe.tag(base_input)
+        found = self._image_id(tag)
+        if found is not None:
             self._progress(f"{recipe.name}: up to date ({tag})")
-            return BuildResult(name=recipe.name, tag=tag, built=False, seconds=time.monotonic() - started)
+            return BuildResult(name=recipe.name, tag=tag, image_id=found, built=False, seconds=time.monotonic() - started)
         self._progress(f"{recipe.name}: building {tag}")
         with tempfile.TemporaryDirectory(prefix=f"epg-build-{recipe.name}-") as tmp:
-            context = Path(tmp)
-            self._fill_context(recipe, context)
+            context = self.write_context(recipe, Path(tmp))
             labels = {MANAGED: "true", IMAGE: recipe.name, INPUTS: digest, **recipe.labels}
-            self._docker_build(context, tag, base_id, labels)
+            self._docker_build(context.directory, tag, context.build_args, labels)
+        image_id = self._image_id(tag) or ""
         self._progress(f"{recipe.name}: built {tag} in {time.monotonic() - started:.0f} s")
-        return BuildResult(name=recipe.name, tag=tag, built=True, seconds=time.monotonic() - started)
+        return BuildResult(name=recipe.name, tag=tag, image_id=image_id, built=True, seconds=time.monotonic() - started)
 
-    def _fill_context(self, recipe: ImageRecipe, context: Path) -> None:
-        (context / "Dockerfile").write_text(recipe.dockerfile)
-        wheels = context / "wheels"
-        wheels.mkdir()
-        (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
-        self._fetch_wheels(recipe.requirements, wheels)
+    def context(self, name: str, directory: Path) -> BuildContext:
+        """Write the build context of image name into directory (empty or new), as a build would use it.
+
+        A parent image (agent-base for the CLI images) is built first when missing, since it is
+        BASE. Raises KeyError (unknown name), FileExistsError (directory not empty), InfrastructureError.
+        """
+        (recipe,) = self._select([name])
+        if directory.exists() and any(directory.iterdir()):
+            raise FileExistsError(f"{directory} is not empty")
+        if recipe.parent is not None:
+            self.build(self.recipes()[recipe.parent])
+        directory.mkdir(parents=True, exist_ok=True)
+        return self.write_context(recipe, directory)
+
+    def write_context(self, recipe: ImageRecipe, directory: Path) -> BuildContext:
+        """Lay out recipe's build context in directory: Dockerfile, wheels/, lib/, bin/ and its context files."""
+        shutil.copyfile(recipe.dockerfile, directory / "Dockerfile")
+        if recipe.requirements:
+            wheels = directory / "wheels"
+            wheels.mkdir()
+            (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
+            self._fetch_wheels(recipe.requirements, wheels)
         for destination, source in recipe.files.items():
-            target = context / "lib" / destination
+            target = directory / "lib" / destination
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+        for destination, source in recipe.context_files.items():
+            target = directory / destination
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            shutil.copymode(source, target)
         for binary in recipe.npm:
-            self._extract_npm_binary(binary, context / binary.destination)
+            self._extract_npm_binary(binary, directory / binary.destination)
+        base = self._base_input(recipe)  # the base image's id, or the parent's tag
+        build_args = {"BASE": base, **recipe.build_args}
+        return BuildContext(name=recipe.name, tag=recipe.tag(base), directory=directory, build_args=build_args)
 
     def _extract_npm_binary(self, binary: NpmBinary, target: Path) -> None:
         """Copy one executable out of a pinned npm package, fetching the tarball with `npm pack` once."""
@@ -214,11 +277,11 @@ class ImageBuilder:
         if again.returncode != 0:
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "the wheelhouse lacks a wheel after downloading", again.stderr[-4000:])
 
-    def _docker_build(self, context: Path, tag: str, base_id: str, labels: dict[str, str]) -> None:
+    def _docker_build(self, context: Path, tag: str, build_args: dict[str, str], labels: dict[str, str]) -> None:
         log: list[str] = []
         try:
             for chunk in self._client.api.build(
-                path=str(context), tag=tag, buildargs={"BASE": base_id}, labels=labels, rm=True, forcerm=True, decode=True
+                path=str(context), tag=tag, buildargs=build_args, labels=labels, rm=True, forcerm=True, decode=True
             ):
                 if "stream" in chunk:
                     line = chunk["stream"].rstrip()

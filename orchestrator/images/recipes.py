@@ -17,17 +17,18 @@ LIB = "/opt/epg/lib"
 POLICY_REQUIREMENTS = ("numpy==2.4.6", "protobuf==7.36.2")
 RUNNER_REQUIREMENTS = ("grpcio==1.85.3", "numpy==2.4.6", "protobuf==7.36.2", "typing-extensions==4.16.0")
 
+# Repository paths; below sdk/ they land in the image's lib directory without that prefix.
 POLICY_FILES = (
-    "orchestrator/__init__.py",
-    "orchestrator/protocol/__init__.py",
-    "orchestrator/protocol/framing.py",
-    "orchestrator/protocol/values.py",
-    "orchestrator/runtimes/__init__.py",
-    "orchestrator/runtimes/policy_runtime.py",
-    "epg/__init__.py",
-    "epg/v1/__init__.py",
-    "epg/v1/values_pb2.py",
-    "epg/v1/policy_pb2.py",
+    "sdk/epg_sdk/__init__.py",
+    "sdk/epg_sdk/protocol/__init__.py",
+    "sdk/epg_sdk/protocol/framing.py",
+    "sdk/epg_sdk/protocol/values.py",
+    "sdk/epg_sdk/runtime/__init__.py",
+    "sdk/epg_sdk/runtime/policy_runtime.py",
+    "sdk/epg/__init__.py",
+    "sdk/epg/v1/__init__.py",
+    "sdk/epg/v1/values_pb2.py",
+    "sdk/epg/v1/policy_pb2.py",
 )
 AGENT_REQUIREMENTS = ("grpcio==1.85.3", "numpy==2.4.6", "protobuf==7.36.2", "typing-extensions==4.16.0")
 AGENT_FILES = (
@@ -40,39 +41,25 @@ AGENT_FILES = (
     "orchestrator/agents/scripted.py",
     "orchestrator/agents/hill_climb.py",
     "orchestrator/agents/cli_agent.py",
-    "epg/__init__.py",
-    "epg/v1/__init__.py",
-    "epg/v1/host_api_pb2.py",
-    "epg/v1/host_api_pb2_grpc.py",
+    "sdk/epg/__init__.py",
+    "sdk/epg/v1/__init__.py",
+    "sdk/epg/v1/host_api_pb2.py",
+    "sdk/epg/v1/host_api_pb2_grpc.py",
 )
 RUNNER_FILES = POLICY_FILES + (
-    "orchestrator/runtimes/episode_loop.py",
-    "orchestrator/runtimes/runner.py",
-    "orchestrator/sdk/__init__.py",
-    "orchestrator/sdk/benchmark.py",
-    "orchestrator/sdk/planning.py",
-    "orchestrator/sdk/checks.py",
-    "orchestrator/sdk/readme.py",
-    "orchestrator/sdk/gym_adapter.py",
-    "epg/v1/runner_pb2.py",
-    "epg/v1/runner_pb2_grpc.py",
+    "sdk/epg_sdk/runtime/episode_loop.py",
+    "sdk/epg_sdk/runtime/runner.py",
+    "sdk/epg_sdk/benchmark.py",
+    "sdk/epg_sdk/planning.py",
+    "sdk/epg_sdk/checks.py",
+    "sdk/epg_sdk/readme.py",
+    "sdk/epg_sdk/gym_adapter.py",
+    "sdk/epg/v1/runner_pb2.py",
+    "sdk/epg/v1/runner_pb2_grpc.py",
 )
 
-_INSTALL = """\
-ARG BASE
-FROM ${{BASE}}
-COPY wheels /tmp/epg-wheels
-RUN python3 -m pip install --no-index --no-cache-dir --disable-pip-version-check --find-links /tmp/epg-wheels \\
-        -r /tmp/epg-wheels/requirements.txt \\
-    && rm -rf /tmp/epg-wheels
-COPY lib {lib}
-ENV PYTHONPATH={lib} PYTHONUNBUFFERED=1
-RUN python3 -m compileall -q {lib} && python3 -c "import {smoke}"
-"""
-_SESSION_COMMAND = """\
-RUN printf '#!/bin/sh\\nexec python3 -m orchestrator.session.cli "$@"\\n' > /usr/local/bin/epg-session \\
-    && chmod 755 /usr/local/bin/epg-session && epg-session --help >/dev/null
-"""
+# One folder per image kind, each with its real Dockerfile (images/README.md).
+IMAGES = REPO_ROOT / "images"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,42 +73,55 @@ class NpmBinary:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImageRecipe:
-    """One image: name, Dockerfile, pinned requirements and the files copied to its lib directory."""
+    """One image: its Dockerfile in images/, build args, pinned requirements and the files of its build context.
+
+    The build context is laid out as `wheels/` (the wheels and `wheels/requirements.txt`),
+    `lib/` (files, copied to /opt/epg/lib), `bin/` (npm executables) and context_files at
+    their own paths. BASE is the base image, or the image of `parent` when one is named.
+    """
 
     name: str
-    dockerfile: str
+    dockerfile: Path
     requirements: tuple[str, ...]
     files: dict[str, Path] = field(default_factory=dict)  # destination below lib -> source
+    context_files: dict[str, Path] = field(default_factory=dict)  # path in the build context -> source
+    build_args: dict[str, str] = field(default_factory=dict)  # besides BASE
     labels: dict[str, str] = field(default_factory=dict)
     npm: tuple[NpmBinary, ...] = ()
+    parent: str | None = None  # the recipe whose image is BASE (default: the base image)
 
-    def inputs_hash(self, base_id: str) -> str:
-        """SHA-256 over every build input: base image id, Dockerfile, requirements, files."""
+    def inputs_hash(self, base: str) -> str:
+        """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements, files."""
         hasher = hashlib.sha256()
-        for part in (self.name, base_id, self.dockerfile, "\n".join(self.requirements)):
+        for part in (self.name, base, "\n".join(self.requirements)):
             hasher.update(part.encode() + b"\0")
-        for destination in sorted(self.files):
-            hasher.update(destination.encode() + b"\0")
-            hasher.update(self.files[destination].read_bytes() + b"\0")
+        hasher.update(self.dockerfile.read_bytes() + b"\0")
+        for prefix, mapping in (("lib", self.files), ("context", self.context_files)):
+            for destination in sorted(mapping):
+                hasher.update(f"{prefix}/{destination}".encode() + b"\0")
+                hasher.update(mapping[destination].read_bytes() + b"\0")
+        for key in sorted(self.build_args):
+            hasher.update(f"arg {key}={self.build_args[key]}\0".encode())
         for key in sorted(self.labels):
             hasher.update(f"{key}={self.labels[key]}\0".encode())
         for binary in self.npm:  # pinned versions stand for the bytes
             hasher.update(f"{binary.package}:{binary.member}:{binary.destination}\0".encode())
         return hasher.hexdigest()
 
-    def tag(self, base_id: str) -> str:
-        return f"epg/{self.name}:{self.inputs_hash(base_id)[:16]}"
+    def tag(self, base: str) -> str:
+        return f"epg/{self.name}:{self.inputs_hash(base)[:16]}"
 
 
 def _project_files(paths: tuple[str, ...]) -> dict[str, Path]:
-    return {path: REPO_ROOT / path for path in paths}
+    return {path.removeprefix("sdk/"): REPO_ROOT / path for path in paths}
 
 
 def policy_runtime_recipe() -> ImageRecipe:
     """Python, NumPy, protobuf and the policy runtime: no simulator, no Benchmark."""
     return ImageRecipe(
         name=POLICY_RUNTIME,
-        dockerfile=_INSTALL.format(lib=LIB, smoke="numpy, orchestrator.runtimes.policy_runtime"),
+        dockerfile=IMAGES / "policy-runtime" / "Dockerfile",
+        build_args={"SMOKE": "numpy, epg_sdk.runtime.policy_runtime"},
         requirements=POLICY_REQUIREMENTS,
         files=_project_files(POLICY_FILES),
     )
@@ -131,7 +131,9 @@ def agent_base_recipe() -> ImageRecipe:
     """Python, NumPy, the Host API client, `epg-session` and the built-in agents: no Benchmark, no simulator."""
     return ImageRecipe(
         name=AGENT_BASE,
-        dockerfile=_INSTALL.format(lib=LIB, smoke="numpy, orchestrator.session.cli, orchestrator.agents.hill_climb") + _SESSION_COMMAND,
+        dockerfile=IMAGES / "agent-base" / "Dockerfile",
+        build_args={"SMOKE": "numpy, orchestrator.session.cli, orchestrator.agents.hill_climb"},
+        context_files={"epg-session": IMAGES / "agent-base" / "epg-session"},
         requirements=AGENT_REQUIREMENTS,
         files=_project_files(AGENT_FILES),
     )
@@ -140,15 +142,9 @@ def agent_base_recipe() -> ImageRecipe:
 CODEX_VERSION = "0.171.0"
 CLAUDE_CODE_VERSION = "2.1.332"
 
-_CLI_LAYER = """\
-COPY bin/{binary} /usr/local/bin/{binary}
-RUN chmod 755 /usr/local/bin/{binary} && /usr/local/bin/{binary} --version
-"""
-
 
 def cli_agent_recipes() -> list[ImageRecipe]:
-    """Agent images for the Codex CLI and Claude Code: agent-base plus the pinned CLI binary."""
-    base = agent_base_recipe()
+    """Agent images for the Codex CLI and Claude Code: the agent-base image plus the pinned CLI binary."""
     clis = (
         ("agent-codex", "codex", f"@openai/codex@{CODEX_VERSION}-linux-x64", "package/vendor/x86_64-unknown-linux-musl/bin/codex", CODEX_VERSION),
         ("agent-claude-code", "claude", f"@anthropic-ai/claude-code-linux-x64@{CLAUDE_CODE_VERSION}", "package/claude", CLAUDE_CODE_VERSION),
@@ -156,9 +152,10 @@ def cli_agent_recipes() -> list[ImageRecipe]:
     return [
         ImageRecipe(
             name=name,
-            dockerfile=base.dockerfile + _CLI_LAYER.format(binary=binary),
-            requirements=base.requirements,
-            files=base.files,
+            dockerfile=IMAGES / "agent-cli" / "Dockerfile",
+            requirements=(),
+            build_args={"CLI": binary},
+            parent=AGENT_BASE,
             labels={"org.evopolicygym.cli": f"{binary} {version}"},
             npm=(NpmBinary(package=package, member=member, destination=f"bin/{binary}"),),
         )
@@ -196,7 +193,8 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
     smoke = ", ".join(sorted({entry.split(":")[0] for entry in package.table.benchmarks.values()}))
     return ImageRecipe(
         name=package.image,
-        dockerfile=_INSTALL.format(lib=LIB, smoke=f"orchestrator.runtimes.runner, {smoke}"),
+        dockerfile=IMAGES / "environment" / "Dockerfile",
+        build_args={"SMOKE": f"epg_sdk.runtime.runner, {smoke}"},
         requirements=_merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package)),
         files=files,
         labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},

@@ -1,40 +1,12 @@
-"""Closed sets of codes: Episode statuses, policy failures, runner outcomes, infrastructure errors.
+"""Closed sets of codes of the trusted side: infrastructure errors.
 
-Each set is mirrored one to one in proto/epg/v1 where it crosses a process
-boundary; tests check the mappings are complete.
+The codes of Episodes (EpisodeStatus, FailureCode, RunnerOutcome) live in
+`epg_sdk.codes`: the runner and the local harness share them.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-
-
-class EpisodeStatus(StrEnum):
-    COMPLETED = "completed"
-    POLICY_FAILURE = "policy_failure"
-
-
-class FailureCode(StrEnum):
-    """Why an Episode is a scored policy failure."""
-
-    EXCEPTION = "exception"
-    TIMEOUT = "timeout"
-    INVALID_ACTION = "invalid_action"
-    PROTOCOL_VIOLATION = "protocol_violation"
-    OUT_OF_MEMORY = "out_of_memory"
-    CRASHED = "crashed"
-
-
-class RunnerOutcome(StrEnum):
-    """What the environment runner saw of an Episode, before the Host asks the engine."""
-
-    COMPLETED = "completed"
-    POLICY_EXCEPTION = "policy_exception"
-    POLICY_TIMEOUT = "policy_timeout"
-    INVALID_ACTION = "invalid_action"
-    PROTOCOL_VIOLATION = "protocol_violation"
-    POLICY_DISCONNECTED = "policy_disconnected"
-    ENVIRONMENT_ERROR = "environment_error"
 
 
 class InfraErrorCode(StrEnum):

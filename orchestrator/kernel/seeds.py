@@ -8,12 +8,6 @@ import hmac
 MIN_KEY_BYTES = 32
 
 
-def policy_seed(seed: int, split: str, index: int) -> int:
-    """Return the policy seed of Episode index of split under seed (a 63-bit integer)."""
-    digest = hashlib.sha256(f"epg-policy-seed:{seed}:{split}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
-
 def derive_seed(seed: int, purpose: str) -> int:
     """Return an independent seed for purpose under seed, from public code alone.
 

@@ -1,1 +1,1 @@
-"""Protocol codecs: typed values and length-prefixed frames. No I/O policy, no Docker."""
+"""The Host-side protobuf form of published Episode outcomes (the codec, framing and code mirrors are `epg_sdk.protocol`)."""

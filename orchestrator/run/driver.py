@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
@@ -22,24 +23,23 @@ from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.ports import PlannedEpisode
 from orchestrator.kernel.evaluation import evaluate_programs
+from orchestrator.kernel.ports import PlannedEpisode
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed
-from orchestrator.kernel.units import parse_bytes
 from orchestrator.kernel.selection import CandidateResult, fallback_candidates, select_candidate
 from orchestrator.kernel.session import Budget, SessionState
+from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
 from orchestrator.records.feedback import feedback_json
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.relay.server import ModelRelay
 from orchestrator.run import agent_container, workspace_fs
 from orchestrator.run.host import RunHost
-from orchestrator.relay.server import ModelRelay
 from orchestrator.run.instructions import render_instructions
 from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
 from orchestrator.run.seed_key import open_seed_key, reopen_seed_key
 from orchestrator.run.spec import CommandAgent, RunSpec
-from orchestrator.runtimes.episode_loop import EpisodeLimits
 
 Notify = Callable[[str, dict[str, Any]], None]
 

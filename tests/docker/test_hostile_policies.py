@@ -6,11 +6,12 @@ import time
 
 import pytest
 
+from epg_sdk.codes import EpisodeStatus, FailureCode
+from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.sandbox import SandboxLimits
-from orchestrator.kernel.codes import EpisodeStatus, FailureCode, InfraErrorCode, InfrastructureError
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
-from orchestrator.runtimes.episode_loop import EpisodeLimits
 
 from programs import STEADY
 

@@ -103,7 +103,7 @@ try:
 except OSError:
     facts["resolver"] = False
 facts["docker_socket"] = any(os.path.exists(p) for p in ("/var/run/docker.sock", "/run/docker.sock"))
-for module in ("gymnasium", "epg_env_cartpole", "orchestrator.sdk", "orchestrator.runtimes.runner"):
+for module in ("gymnasium", "epg_env_cartpole", "epg_sdk", "epg_sdk.runtime.runner"):
     try:
         __import__(module)
         facts[module] = True
@@ -135,7 +135,7 @@ def test_agent_container_has_only_the_host_api(tmp_path, scope, runtime):
     facts = json.loads((run_dir / "workspace" / "analysis" / "facts.json").read_text())
     assert facts["interfaces"] == ["lo"] and facts["routes"] == [] and facts["resolver"] is False
     assert facts["docker_socket"] is False
-    assert not any(facts[m] for m in ("gymnasium", "epg_env_cartpole", "orchestrator.sdk", "orchestrator.runtimes.runner"))
+    assert not any(facts[m] for m in ("gymnasium", "epg_env_cartpole", "epg_sdk", "epg_sdk.runtime.runner"))
     assert facts["private_visible"] is False and facts["pool_anywhere"] == ""
     assert facts["feedback_writable"] is False and facts["program_writable"] is True
     assert facts["uid"] != 0

@@ -1,4 +1,4 @@
-"""Layering: which parts of orchestrator/ may import what, read from the source with ast."""
+"""Layering: which parts of orchestrator/ and of the SDK (sdk/epg_sdk) may import what, read from the source with ast."""
 
 from __future__ import annotations
 
@@ -15,13 +15,19 @@ import pytest
 from orchestrator.images.recipes import POLICY_FILES, RUNNER_FILES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = REPO_ROOT / "orchestrator"
-FIRST_PARTY = ("orchestrator", "epg")
+SDK_ROOT = REPO_ROOT / "sdk"
+WALKED = (REPO_ROOT / "orchestrator", SDK_ROOT / "epg_sdk")
+FIRST_PARTY = ("orchestrator", "epg", "epg_sdk")
 STDLIB = frozenset(sys.stdlib_module_names)
 
 
+def _import_root(path: Path) -> Path:
+    """The directory a first-party file is imported from: sdk/ for the SDK distribution, else the repository."""
+    return SDK_ROOT if path.is_relative_to(SDK_ROOT) else REPO_ROOT
+
+
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    parts = list(path.relative_to(_import_root(path)).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -29,7 +35,8 @@ def module_name(path: Path) -> str:
 
 def module_file(name: str) -> Path | None:
     """The repository file of a first-party module, or None."""
-    base = REPO_ROOT.joinpath(*name.split("."))
+    root = SDK_ROOT if name.split(".")[0] in ("epg", "epg_sdk") else REPO_ROOT
+    base = root.joinpath(*name.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -76,7 +83,9 @@ def under(name: str, prefix: str) -> bool:
 
 @cache
 def all_modules() -> dict[str, set[str]]:
-    return {path.relative_to(REPO_ROOT).as_posix(): imported_modules(path) for path in sorted(PACKAGE.rglob("*.py"))}
+    return {
+        path.relative_to(REPO_ROOT).as_posix(): imported_modules(path) for package in WALKED for path in sorted(package.rglob("*.py"))
+    }
 
 
 @dataclass(frozen=True)
@@ -109,32 +118,56 @@ def outside(*directories: str):
     return lambda path: not path.startswith(directories)
 
 
+HEAVY = ("docker", "grpc", "google.protobuf", "epg", "typer", "rich", "pydantic", "numpy", "gymnasium")
+# The pure SDK modules the kernel may import (standard library only, each of them).
+SDK_PURE = ("epg_sdk.codes", "epg_sdk.outcomes", "epg_sdk.planning")
+
 RULES = [
     Rule(
-        "the kernel imports only the standard library and itself",
+        "the kernel imports only the standard library, itself and the pure SDK modules",
         in_dir("orchestrator/kernel/"),
-        allowed=("orchestrator.kernel", "orchestrator"),
-        forbidden=("docker", "grpc", "google.protobuf", "epg", "typer", "rich", "pydantic", "numpy"),
+        allowed=("orchestrator.kernel", "orchestrator", *SDK_PURE),
+        forbidden=HEAVY,
     ),
     Rule(
-        "the protocol layer knows no engine, RPC framework or CLI",
-        in_dir("orchestrator/protocol/"),
+        "the SDK's pure modules, which the kernel imports, import only the standard library and each other",
+        one_of(*(f"sdk/{name.replace('.', '/')}.py" for name in SDK_PURE)),
+        allowed=SDK_PURE,
+    ),
+    Rule(
+        "the SDK package's own module loads nothing on import",
+        one_of("sdk/epg_sdk/__init__.py"),
+        allowed=(),
+    ),
+    Rule(
+        "the SDK never imports the orchestrator",
+        in_dir("sdk/epg_sdk/"),
+        forbidden=("orchestrator",),
+    ),
+    Rule(
+        "the protocol layers know no engine, RPC framework or CLI",
+        lambda path: path.startswith(("orchestrator/protocol/", "sdk/epg_sdk/protocol/")),
         forbidden=("docker", "grpc", "typer", "rich", "pydantic"),
     ),
     Rule(
         "the policy runtime imports only what the policy image holds",
-        one_of("orchestrator/runtimes/policy_runtime.py"),
-        allowed=("numpy", "google.protobuf", "epg", "orchestrator.protocol", "orchestrator"),
+        one_of("sdk/epg_sdk/runtime/policy_runtime.py"),
+        allowed=("numpy", "google.protobuf", "epg", "epg_sdk", "epg_sdk.protocol", "epg_sdk.runtime"),
     ),
     Rule(
-        "the runner and episode loop know no engine, CLI or kernel",
-        one_of("orchestrator/runtimes/runner.py", "orchestrator/runtimes/episode_loop.py"),
-        forbidden=("docker", "typer", "rich", "pydantic", "orchestrator.kernel", "orchestrator.backends", "orchestrator.cli"),
+        "the runner and episode loop know no engine, CLI or pydantic",
+        one_of("sdk/epg_sdk/runtime/runner.py", "sdk/epg_sdk/runtime/episode_loop.py"),
+        forbidden=("docker", "typer", "rich", "pydantic", "orchestrator"),
     ),
     Rule(
-        "the SDK knows no engine, RPC framework, CLI or kernel",
-        in_dir("orchestrator/sdk/", except_files=("orchestrator/sdk/testing.py",)),
-        forbidden=("docker", "grpc", "typer", "rich", "orchestrator.backends", "orchestrator.cli", "orchestrator.kernel"),
+        "the SDK knows no engine, CLI or pydantic, and only the runner uses grpc",
+        in_dir("sdk/epg_sdk/", except_files=("sdk/epg_sdk/runtime/runner.py",)),
+        forbidden=("docker", "grpc", "typer", "rich", "pydantic"),
+    ),
+    Rule(
+        "only the gymnasium adapter imports gymnasium",
+        lambda path: path != "sdk/epg_sdk/gym_adapter.py",
+        forbidden=("gymnasium",),
     ),
     Rule(
         "the agent-side session client imports only what the agent image holds",
@@ -158,7 +191,7 @@ RULES = [
     ),
     Rule(
         "nothing below the CLI imports the CLI",
-        outside("orchestrator/cli/"),
+        outside("orchestrator/cli/", "sdk/"),
         forbidden=("orchestrator.cli",),
     ),
     Rule(
@@ -186,9 +219,10 @@ def test_the_walk_covers_every_layer():
     paths = set(all_modules())
     for expected in (
         "orchestrator/kernel/program.py",
-        "orchestrator/protocol/values.py",
-        "orchestrator/runtimes/policy_runtime.py",
-        "orchestrator/sdk/planning.py",
+        "orchestrator/protocol/records.py",
+        "sdk/epg_sdk/protocol/values.py",
+        "sdk/epg_sdk/runtime/policy_runtime.py",
+        "sdk/epg_sdk/planning.py",
         "orchestrator/backends/engine.py",
         "orchestrator/cli/app.py",
     ):
@@ -201,14 +235,14 @@ def test_import_collection_sees_imports_inside_functions_and_from_imports():
         "def late():\n"
         "    import docker\n"
         "    from google import protobuf\n"
-        "    from orchestrator.protocol import values, framing\n"
+        "    from epg_sdk.protocol import values, framing\n"
         "    from orchestrator import ABI_VERSION\n"
         "class C:\n"
         "    def m(self):\n"
         "        from . import codes\n"
     )
     names = _imports_of(source, "orchestrator.kernel.example", is_package=False)
-    assert {"os.path", "docker", "google", "google.protobuf", "orchestrator.protocol.values", "orchestrator.protocol.framing",
+    assert {"os.path", "docker", "google", "google.protobuf", "epg_sdk.protocol.values", "epg_sdk.protocol.framing",
             "orchestrator", "orchestrator.kernel", "orchestrator.kernel.codes"} <= names
     assert "orchestrator.ABI_VERSION" not in names
 
@@ -217,15 +251,20 @@ def test_rules_report_a_forbidden_import_found_in_a_function():
     kernel_rule = RULES[0]
     names = _imports_of("def f():\n    import numpy\n", "orchestrator.kernel.example", is_package=False)
     assert kernel_rule.violations(names) == ["numpy"]
-    assert kernel_rule.violations({"orchestrator.protocol.values"}) == ["orchestrator.protocol.values"]
+    assert kernel_rule.violations({"epg_sdk.protocol.values"}) == ["epg_sdk.protocol.values"]
+    assert kernel_rule.violations({"orchestrator.protocol.records"}) == ["orchestrator.protocol.records"]
+    assert kernel_rule.violations({"epg_sdk.codes", "epg_sdk.outcomes"}) == []
     assert kernel_rule.violations({"orchestrator", "orchestrator.kernel.codes", "hashlib", "os.path"}) == []
 
 
 def test_kernel_imports_pull_in_no_heavy_or_framework_modules():
     code = (
         "import json, sys\n"
-        "import orchestrator.kernel.program, orchestrator.kernel.outcomes\n"
-        "import orchestrator.kernel.evaluation, orchestrator.kernel.ports\n"
+        "import orchestrator.kernel.program, orchestrator.kernel.outcomes, orchestrator.kernel.codes\n"
+        "import orchestrator.kernel.evaluation, orchestrator.kernel.ports, orchestrator.kernel.seeds\n"
+        "import orchestrator.kernel.session, orchestrator.kernel.selection\n"
+        "import epg_sdk.outcomes, epg_sdk.planning  # the pure SDK modules the kernel may use\n"
+        "assert 'epg_sdk.codes' in sys.modules\n"
         "heavy = ['docker', 'grpc', 'google.protobuf', 'typer', 'rich', 'numpy', 'gymnasium', 'pydantic']\n"
         "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
     )
@@ -265,13 +304,27 @@ def first_party_closure(start: str) -> set[str]:
 
 
 def test_the_policy_image_holds_every_module_the_policy_runtime_imports():
-    needed = first_party_closure("orchestrator.runtimes.policy_runtime")
-    assert "orchestrator/protocol/values.py" in needed
-    assert "epg/v1/values_pb2.py" in needed
+    needed = first_party_closure("epg_sdk.runtime.policy_runtime")
+    assert "sdk/epg_sdk/protocol/values.py" in needed
+    assert "sdk/epg/v1/values_pb2.py" in needed
+    assert not any(path.startswith("orchestrator/") for path in needed)
     assert needed - set(POLICY_FILES) == set()
 
 
 def test_the_environment_image_holds_every_module_the_runner_imports():
-    needed = first_party_closure("orchestrator.runtimes.runner")
-    assert "orchestrator/runtimes/episode_loop.py" in needed
+    needed = first_party_closure("epg_sdk.runtime.runner")
+    assert "sdk/epg_sdk/runtime/episode_loop.py" in needed
+    assert not any(path.startswith("orchestrator/") for path in needed)
     assert needed - set(RUNNER_FILES) == set()
+
+
+@pytest.mark.parametrize("package", sorted(p.parent.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("environments/*/pyproject.toml"))
+                         + ["tests/environments/probe"])
+def test_environment_packages_import_the_sdk_never_the_orchestrator(package):
+    imports = {
+        path.relative_to(REPO_ROOT).as_posix(): _imports_of(path.read_text(), path.stem, path.name == "__init__.py")
+        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+    }
+    assert any(any(under(name, "epg_sdk") for name in names) for names in imports.values())
+    assert {path: sorted(n for n in names if under(n, "orchestrator")) for path, names in imports.items()
+            if any(under(n, "orchestrator") for n in names)} == {}

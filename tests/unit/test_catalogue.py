@@ -23,7 +23,7 @@ image = "env-single"
 module = "epg_env_single"
 aliases = ["solo", "One"]
 
-[tool.epg.benchmarks]
+[project.entry-points."epg.benchmarks"]
 "Single-v2" = "epg_env_single:make_benchmark"
 """
 
@@ -33,7 +33,7 @@ image = "env-multi"
 module = "epg_env_multi"
 aliases = ["multi"]
 
-[tool.epg.benchmarks]
+[project.entry-points."epg.benchmarks"]
 "Alpha-v0" = "epg_env_multi:make_alpha"
 "Beta-v1" = "epg_env_multi:make_beta"
 """
@@ -45,7 +45,7 @@ def packages(tmp_path):
     write_package(tmp_path, "multi", MULTI)
     (tmp_path / "not-a-package").mkdir()
     (tmp_path / "stray.txt").write_text("ignored")
-    return discover([tmp_path])
+    return discover([tmp_path], installed=False)
 
 
 def test_load_package_reads_the_epg_table(tmp_path):
@@ -63,7 +63,7 @@ def test_discover_finds_only_directories_with_a_pyproject_in_sorted_order(packag
 
 
 def test_discover_of_a_missing_root_finds_nothing(tmp_path):
-    assert discover([tmp_path / "absent"]) == []
+    assert discover([tmp_path / "absent"], installed=False) == []
 
 
 def test_unknown_key_in_the_epg_table_names_the_field(tmp_path):
@@ -95,7 +95,7 @@ def test_malformed_toml_is_a_catalogue_error(tmp_path):
 def test_discover_propagates_a_malformed_package(tmp_path):
     write_package(tmp_path, "bad", SINGLE.replace("aliases", "alias"))
     with pytest.raises(CatalogueError, match=r"tool\.epg\.alias"):
-        discover([tmp_path])
+        discover([tmp_path], installed=False)
 
 
 def test_resolves_an_exact_id(packages):
@@ -141,7 +141,7 @@ def test_unknown_name_among_no_packages_says_none(tmp_path):
 def test_name_matching_two_benchmarks_is_ambiguous(tmp_path):
     write_package(tmp_path, "a", SINGLE)
     write_package(tmp_path, "b", SINGLE.replace("env-single", "env-other").replace('"Single-v2"', '"Single-v3"'))
-    packages = discover([tmp_path])
+    packages = discover([tmp_path], installed=False)
     with pytest.raises(CatalogueError, match="ambiguous") as info:
         resolve_benchmark("single", packages)
     assert "Single-v2" in str(info.value) and "Single-v3" in str(info.value)

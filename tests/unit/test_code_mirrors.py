@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from epg.v1 import runner_pb2
-from orchestrator.kernel.codes import FailureCode, RunnerOutcome
-from orchestrator.protocol.records import FAILURES, OUTCOMES, failure_to_proto
+from epg_sdk.codes import FailureCode, RunnerOutcome
+from epg_sdk.protocol.codes import FAILURES, OUTCOMES, failure_to_proto
 
 
 def proto_values(enum_name: str) -> dict[str, int]:

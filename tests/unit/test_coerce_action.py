@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from orchestrator.sdk.benchmark import InvalidAction
-from orchestrator.sdk.gym_adapter import coerce_action
+from epg_sdk.benchmark import InvalidAction
+from epg_sdk.gym_adapter import coerce_action
 
 DISCRETE = spaces.Discrete(2)
 BOX1 = spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from epg.v1 import values_pb2 as pb
-from orchestrator.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
+from epg_sdk.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
 
 
 @pytest.fixture

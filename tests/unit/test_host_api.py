@@ -25,10 +25,11 @@ from google.protobuf.message import DecodeError
 
 from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
+from epg_sdk.codes import EpisodeStatus, FailureCode
 from orchestrator.hostapi import errors as hostapi_errors
 from orchestrator.hostapi.errors import GRPC_STATUS, PROTO_CODES
 from orchestrator.hostapi.server import MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
-from orchestrator.kernel.codes import EpisodeStatus, FailureCode, InfraErrorCode, InfrastructureError
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.errors import SessionError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, PlannedEpisode

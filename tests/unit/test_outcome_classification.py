@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.kernel.codes import EpisodeStatus, FailureCode, RunnerOutcome
-from orchestrator.kernel.outcomes import SIGKILL_STATUS, ContainerExit, classify_episode
+from epg_sdk.codes import EpisodeStatus, FailureCode, RunnerOutcome
+from epg_sdk.outcomes import SIGKILL_STATUS, ContainerExit, classify_episode
 
 DIRECT = {
     RunnerOutcome.POLICY_EXCEPTION: FailureCode.EXCEPTION,

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from orchestrator.runtimes.policy_runtime import OutputTail
+from epg_sdk.runtime.policy_runtime import OutputTail
 
 
 def test_keeps_only_the_last_limit_characters_after_many_writes():

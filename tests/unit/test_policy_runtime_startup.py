@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from epg.v1 import policy_pb2
-from orchestrator.runtimes.episode_loop import start_frame
-from orchestrator.sdk.testing import local_policy_runtime, local_runtime_env
+from epg_sdk.runtime.episode_loop import start_frame
+from epg_sdk.testing import local_policy_runtime, local_runtime_env
 
 OPTIONAL = ("numpy.random", "pathlib", "traceback")
 
@@ -88,6 +88,6 @@ def test_the_program_sees_the_same_context_either_way(tmp_path, start_after_s):
 
 
 def test_importing_the_runtime_leaves_the_garbage_collector_alone():
-    code = "import gc, orchestrator.runtimes.policy_runtime; print(gc.isenabled())"
+    code = "import gc, epg_sdk.runtime.policy_runtime; print(gc.isenabled())"
     out = subprocess.run([sys.executable, "-c", code], env=local_runtime_env(), capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"

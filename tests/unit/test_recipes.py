@@ -10,7 +10,11 @@ from orchestrator.images.catalogue import REPO_ROOT, discover, resolve_benchmark
 from orchestrator.images.recipes import (
     POLICY_FILES,
     RUNNER_FILES,
+    IMAGES,
     ImageRecipe,
+    NpmBinary,
+    agent_base_recipe,
+    cli_agent_recipes,
     _merge_requirements,
     environment_recipe,
     policy_runtime_recipe,
@@ -21,13 +25,16 @@ from orchestrator.images.recipes import (
 def recipe_files(tmp_path):
     (tmp_path / "a.py").write_bytes(b"A = 1\n")
     (tmp_path / "b.py").write_bytes(b"B = 2\n")
+    (tmp_path / "Dockerfile").write_bytes(b"FROM base\n")
+    (tmp_path / "Dockerfile.other").write_bytes(b"FROM base\nRUN true\n")
+    (tmp_path / "tool").write_bytes(b"#!/bin/sh\n")
     return tmp_path
 
 
 def recipe(root: Path, **overrides) -> ImageRecipe:
     fields = dict(
         name="thing",
-        dockerfile="FROM base\n",
+        dockerfile=root / "Dockerfile",
         requirements=("numpy==2.4.6", "protobuf==7.36.2"),
         files={"pkg/a.py": root / "a.py", "pkg/b.py": root / "b.py"},
         labels={"k": "v"},
@@ -39,11 +46,11 @@ def recipe(root: Path, **overrides) -> ImageRecipe:
 def test_inputs_hash_is_stable_for_equal_inputs(recipe_files, tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
-    for name in ("a.py", "b.py"):
+    for name in ("a.py", "b.py", "Dockerfile"):
         (copy / name).write_bytes((recipe_files / name).read_bytes())
     first = recipe(recipe_files).inputs_hash("sha256:base")
     assert first == recipe(recipe_files).inputs_hash("sha256:base")
-    assert first == recipe(copy).inputs_hash("sha256:base")
+    assert first == recipe(copy, dockerfile=copy / "Dockerfile").inputs_hash("sha256:base")
     reordered = recipe(recipe_files, files={"pkg/b.py": recipe_files / "b.py", "pkg/a.py": recipe_files / "a.py"})
     assert reordered.inputs_hash("sha256:base") == first
 
@@ -68,7 +75,8 @@ def test_inputs_hash_changes_when_a_requirement_changes(recipe_files):
     "override",
     [
         {"name": "other"},
-        {"dockerfile": "FROM base\nRUN true\n"},
+        {"build_args": {"SMOKE": "numpy"}},
+        {"npm": (NpmBinary(package="tool@1.0.0", member="package/tool", destination="bin/tool"),)},
         {"labels": {"k": "w"}},
         {"requirements": ("numpy==2.4.6",)},
     ],
@@ -76,6 +84,28 @@ def test_inputs_hash_changes_when_a_requirement_changes(recipe_files):
 )
 def test_inputs_hash_changes_with_every_other_input(recipe_files, override):
     assert recipe(recipe_files, **override).inputs_hash("base") != recipe(recipe_files).inputs_hash("base")
+
+
+def test_inputs_hash_changes_when_the_dockerfile_changes_by_one_byte(recipe_files):
+    before = recipe(recipe_files).inputs_hash("base")
+    (recipe_files / "Dockerfile").write_bytes(b"FROM base\n#\n")
+    assert recipe(recipe_files).inputs_hash("base") != before
+    assert recipe(recipe_files, dockerfile=recipe_files / "Dockerfile.other").inputs_hash("base") != before
+
+
+def test_inputs_hash_changes_when_a_context_file_changes_or_moves(recipe_files):
+    with_tool = recipe(recipe_files, context_files={"tool": recipe_files / "tool"})
+    before = with_tool.inputs_hash("base")
+    assert before != recipe(recipe_files).inputs_hash("base")
+    assert recipe(recipe_files, context_files={"bin/tool": recipe_files / "tool"}).inputs_hash("base") != before
+    (recipe_files / "tool").write_bytes(b"#!/bin/bash\n")
+    assert with_tool.inputs_hash("base") != before
+
+
+def test_a_file_in_lib_and_the_same_file_in_the_context_hash_differently(recipe_files):
+    in_lib = recipe(recipe_files, files={"tool": recipe_files / "tool"})
+    in_context = recipe(recipe_files, files={}, context_files={"tool": recipe_files / "tool"})
+    assert in_lib.inputs_hash("base") != in_context.inputs_hash("base")
 
 
 def test_inputs_hash_changes_when_a_file_lands_at_another_destination(recipe_files):
@@ -92,16 +122,15 @@ def test_policy_runtime_holds_no_simulator_and_no_runner():
     policy = policy_runtime_recipe()
     assert not any("gymnasium" in requirement.lower() for requirement in policy.requirements)
     assert not any(requirement.lower().startswith("grpcio") for requirement in policy.requirements)
-    assert not any(path.startswith("orchestrator/sdk/") for path in policy.files)
-    assert not any(Path(path).name in {"runner.py", "episode_loop.py"} for path in policy.files)
-    assert not any(path.startswith(("orchestrator/kernel/", "orchestrator/backends/")) for path in policy.files)
-    assert "orchestrator/runtimes/policy_runtime.py" in policy.files
+    assert not any(Path(path).name in {"runner.py", "episode_loop.py", "benchmark.py", "gym_adapter.py"} for path in policy.files)
+    assert not any(path.startswith("orchestrator/") for path in policy.files)
+    assert "epg_sdk/runtime/policy_runtime.py" in policy.files
 
 
 def test_policy_runtime_files_come_from_the_repository():
     policy = policy_runtime_recipe()
-    assert set(policy.files) == set(POLICY_FILES)
-    assert all(source == REPO_ROOT / destination for destination, source in policy.files.items())
+    assert set(policy.files) == {path.removeprefix("sdk/") for path in POLICY_FILES}
+    assert all(source == REPO_ROOT / "sdk" / destination for destination, source in policy.files.items())
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +153,8 @@ def test_environment_recipe_requirements_are_sorted_and_unique(cartpole):
 
 def test_environment_recipe_holds_the_runner_and_the_package(cartpole):
     package, image = cartpole
-    assert set(RUNNER_FILES) <= set(image.files)
-    assert "orchestrator/runtimes/runner.py" in image.files
+    assert {path.removeprefix("sdk/") for path in RUNNER_FILES} <= set(image.files)
+    assert "epg_sdk/runtime/runner.py" in image.files
     assert f"{package.table.module}/__init__.py" in image.files
     assert image.files[f"{package.table.module}/README.md"] == package.root / "README.md"
     assert image.name == package.image == "env-cartpole"
@@ -155,3 +184,63 @@ def test_merge_requirements_treats_name_spellings_of_one_package_as_the_same_pac
 def test_merge_requirements_accepts_the_same_pin_spelled_with_underscores_or_capitals():
     merged = _merge_requirements(("typing-extensions==4.16.0", "numpy==2.4.6"), ("typing_extensions==4.16.0", "NumPy==2.4.6"))
     assert len(merged) == 2
+
+
+def test_every_recipe_uses_a_dockerfile_of_the_images_folder(cartpole):
+    _package, image = cartpole
+    recipes = [policy_runtime_recipe(), agent_base_recipe(), *cli_agent_recipes(), image]
+    folders = {recipe.dockerfile.relative_to(IMAGES).parent.as_posix() for recipe in recipes}
+    assert folders == {"policy-runtime", "agent-base", "agent-cli", "environment"}
+    assert all(recipe.dockerfile.name == "Dockerfile" and recipe.dockerfile.is_file() for recipe in recipes)
+
+
+def test_every_build_arg_of_a_recipe_is_declared_by_its_dockerfile(cartpole):
+    _package, image = cartpole
+    for recipe in [policy_runtime_recipe(), agent_base_recipe(), *cli_agent_recipes(), image]:
+        declared = {line.split()[1].split("=")[0] for line in recipe.dockerfile.read_text().splitlines() if line.startswith("ARG ")}
+        assert {"BASE", *recipe.build_args} <= declared, recipe.name
+
+
+def test_cli_images_are_layers_on_the_agent_base_image():
+    base = agent_base_recipe()
+    for recipe in cli_agent_recipes():
+        assert recipe.parent == base.name
+        assert recipe.files == {} and recipe.requirements == ()
+        assert recipe.build_args["CLI"] == recipe.npm[0].destination.removeprefix("bin/")
+
+
+def test_a_cli_image_tag_follows_the_agent_base_tag():
+    codex = cli_agent_recipes()[0]
+    assert codex.tag("epg/agent-base:aaaa") != codex.tag("epg/agent-base:bbbb")
+    assert codex.tag("epg/agent-base:aaaa") == codex.tag("epg/agent-base:aaaa")
+
+
+def test_agent_base_carries_the_epg_session_launcher():
+    recipe = agent_base_recipe()
+    launcher = recipe.context_files["epg-session"]
+    assert launcher == IMAGES / "agent-base" / "epg-session"
+    assert "COPY epg-session /usr/local/bin/epg-session" in recipe.dockerfile.read_text()
+
+
+def test_the_bootstrapped_base_tag_covers_every_file_of_images_base(tmp_path, monkeypatch):
+    from orchestrator.images import base
+
+    assert base.bootstrap_tag() == base.bootstrap_tag()
+    assert base.bootstrap_tag().startswith("epg/base:bookworm-")
+    assert base.bootstrap_tag("http://mirror.example/debian") != base.bootstrap_tag()
+    for name in ("BOOTSTRAP_SCRIPT", "PACKAGES_FILE", "CHANGES_FILE"):
+        original = getattr(base, name)
+        before = base.bootstrap_tag()
+        copy = tmp_path / original.name
+        copy.write_bytes(original.read_bytes() + b"\n")
+        monkeypatch.setattr(base, name, copy)
+        assert base.bootstrap_tag() != before, name
+        monkeypatch.setattr(base, name, original)
+
+
+def test_the_bootstrapped_base_reads_its_packages_and_import_changes_from_images_base():
+    from orchestrator.images import base
+
+    assert {"python3", "python3-pip", "ca-certificates", "git"} <= set(base.packages())
+    assert 'CMD ["python3"]' in base.changes() and "ENV PIP_BREAK_SYSTEM_PACKAGES=1" in base.changes()
+    assert not any(line.startswith("#") for line in base.packages() + base.changes())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.sdk.planning import SPLITS, plan_seeds
+from epg_sdk.planning import SPLITS, plan_seeds
 
 
 def test_plan_is_deterministic_for_a_split_and_seed():

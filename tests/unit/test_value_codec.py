@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from epg.v1 import values_pb2 as pb
-from orchestrator.protocol.values import MAX_DEPTH, ValueCodecError, decode, decode_tensor, encode, encode_into
+from epg_sdk.protocol.values import MAX_DEPTH, ValueCodecError, decode, decode_tensor, encode, encode_into
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"]
 SHAPES = [(), (0,), (2, 3)]

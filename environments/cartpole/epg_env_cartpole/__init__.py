@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.sdk.benchmark import Benchmark
-from orchestrator.sdk.gym_adapter import GymnasiumBenchmark
-from orchestrator.sdk.readme import package_readme
+from epg_sdk.benchmark import Benchmark
+from epg_sdk.gym_adapter import GymnasiumBenchmark
+from epg_sdk.readme import package_readme
 
 __all__ = ["BENCHMARK_ID", "FAILURE_RETURN", "HORIZON", "make_benchmark"]
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from epg_env_mountaincar_continuous import make_benchmark
-from orchestrator.sdk.benchmark import Benchmark, InvalidAction
-from orchestrator.sdk.checks import check_benchmark
+from epg_sdk.benchmark import Benchmark, InvalidAction
+from epg_sdk.checks import check_benchmark
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BASELINE = PACKAGE_ROOT / "baseline"
@@ -95,7 +95,7 @@ def test_validate_action_rejects_invalid_actions(benchmark: Benchmark, action: A
 
 
 def test_baseline_is_weak_but_working() -> None:
-    from orchestrator.sdk.testing import evaluate_locally
+    from epg_sdk.testing import evaluate_locally
 
     feedback = evaluate_locally(make_benchmark(), BASELINE, episodes=10, split="train", seed=0)
     assert feedback.values["policy_failures"] == 0

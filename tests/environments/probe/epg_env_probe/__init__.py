@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.sdk.benchmark import Benchmark, BenchmarkSpec, InvalidAction, StepResult
-from orchestrator.sdk.readme import package_readme
+from epg_sdk.benchmark import Benchmark, BenchmarkSpec, InvalidAction, StepResult
+from epg_sdk.readme import package_readme
 
 __all__ = [
     "CRASH_MESSAGE",
@@ -85,7 +85,7 @@ class ProbeBenchmark(Benchmark):
         self._spec = BenchmarkSpec(
             id=benchmark_id,
             description=description,
-            # Same description format as orchestrator.sdk.gym_adapter.describe_space.
+            # Same description format as epg_sdk.gym_adapter.describe_space.
             observation_space={
                 "type": "box",
                 "shape": [2],

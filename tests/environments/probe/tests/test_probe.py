@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from epg_env_probe import CRASH_MESSAGE, make_benchmark, make_crash_benchmark, make_slow_benchmark
-from orchestrator.sdk.benchmark import Benchmark, InvalidAction
-from orchestrator.sdk.checks import check_benchmark
+from epg_sdk.benchmark import Benchmark, InvalidAction
+from epg_sdk.checks import check_benchmark
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BASELINE = PACKAGE_ROOT / "baseline"
@@ -47,7 +47,7 @@ def test_spec(benchmark_id: str) -> None:
 
 def test_space_descriptions_match_the_gymnasium_adapter_format(benchmark: Benchmark) -> None:
     gymnasium = pytest.importorskip("gymnasium")
-    from orchestrator.sdk.gym_adapter import describe_space
+    from epg_sdk.gym_adapter import describe_space
 
     spec = benchmark.spec
     box = gymnasium.spaces.Box(low=np.zeros(2, np.float32), high=np.array([20, 999], np.float32), dtype=np.float32)
@@ -135,7 +135,7 @@ def test_slow_benchmark_sleeps_in_every_step() -> None:
 
 
 def test_baseline_scores_perfectly() -> None:
-    from orchestrator.sdk.testing import evaluate_locally
+    from epg_sdk.testing import evaluate_locally
 
     feedback = evaluate_locally(make_benchmark(), BASELINE, episodes=3)
     assert feedback.score == 20.0
@@ -145,8 +145,8 @@ def test_baseline_scores_perfectly() -> None:
 
 
 def test_environment_time_is_not_charged_to_the_policy() -> None:
-    from orchestrator.runtimes.episode_loop import EpisodeLimits
-    from orchestrator.sdk.testing import evaluate_locally
+    from epg_sdk.runtime.episode_loop import EpisodeLimits
+    from epg_sdk.testing import evaluate_locally
 
     # Each environment step takes 0.5 s, twice the policy's step deadline and,
     # over the Episode, twice its Episode deadline.
@@ -157,7 +157,7 @@ def test_environment_time_is_not_charged_to_the_policy() -> None:
 
 
 def test_environment_crash_is_not_a_policy_failure() -> None:
-    from orchestrator.sdk.testing import evaluate_locally
+    from epg_sdk.testing import evaluate_locally
 
     with pytest.raises(RuntimeError, match=CRASH_MESSAGE):
         evaluate_locally(make_crash_benchmark(), BASELINE, episodes=1)

@@ -5,8 +5,8 @@ simulator). For each Episode the Host first asks for a slot, which makes a
 listening socket at EXCHANGE/<slot>/policy.sock; the Host then starts a policy
 container with that slot directory mounted read-only, and calls RunEpisode.
 
-Imports: the standard library, grpc, protobuf, NumPy, orchestrator.protocol,
-orchestrator.sdk and the Benchmark's own package.
+Imports: the standard library, grpc, protobuf, NumPy, epg_sdk.protocol,
+epg_sdk and the Benchmark's own package.
 """
 
 from __future__ import annotations
@@ -26,25 +26,15 @@ from typing import Any
 import grpc
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
-from orchestrator.protocol import values
-from orchestrator.protocol.framing import STEP_SPIN, FramedSocket
-from orchestrator.runtimes.episode_loop import EpisodeLimits, drive_episode
-from orchestrator.sdk.benchmark import Benchmark, EpisodeRecord
+from epg_sdk.benchmark import Benchmark
+from epg_sdk.protocol import values
+from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket
+from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode, feedback_records
 
 SLOT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 FEEDBACK_LIMIT_BYTES = 1024 * 1024
 SOCKET_NAME = "policy.sock"
 RUNNER_SOCKET = "runner.sock"
-
-_FAILURE_NAMES = {
-    runner_pb2.FAILURE_CODE_EXCEPTION: "exception",
-    runner_pb2.FAILURE_CODE_TIMEOUT: "timeout",
-    runner_pb2.FAILURE_CODE_INVALID_ACTION: "invalid_action",
-    runner_pb2.FAILURE_CODE_PROTOCOL_VIOLATION: "protocol_violation",
-    runner_pb2.FAILURE_CODE_OUT_OF_MEMORY: "out_of_memory",
-    runner_pb2.FAILURE_CODE_CRASHED: "crashed",
-}
-
 
 def load_benchmark(entry: str) -> Benchmark:
     """Return the Benchmark made by the factory named "module:attribute"."""
@@ -70,23 +60,6 @@ def describe(benchmark: Benchmark) -> runner_pb2.BenchmarkDescription:
         failure_return=spec.failure_return,
         readme=spec.readme,
     )
-
-
-def feedback_records(records: Any) -> list[EpisodeRecord]:
-    """Turn classified EpisodeRecord messages into the SDK's records, in order."""
-    return [
-        EpisodeRecord(
-            index=r.episode.index,
-            status="completed" if r.failure == runner_pb2.FAILURE_CODE_UNSPECIFIED else "policy_failure",
-            failure=_FAILURE_NAMES.get(r.failure),
-            steps=r.steps,
-            total_reward=r.total_reward,
-            terminated=r.terminated,
-            truncated=r.truncated,
-            summary=values.decode(r.summary) or {},
-        )
-        for r in records
-    ]
 
 
 def build_feedback(benchmark: Benchmark, records: Any) -> runner_pb2.FeedbackResponse:

@@ -13,12 +13,21 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from epg.v1 import policy_pb2, runner_pb2
-from orchestrator.protocol import values
-from orchestrator.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
-from orchestrator.sdk.benchmark import Benchmark, InvalidAction
+from epg_sdk.benchmark import Benchmark, EpisodeRecord, InvalidAction
+from epg_sdk.protocol import values
+from epg_sdk.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
 
 SUMMARY_LIMIT_BYTES = 64 * 1024
 GOODBYE_WAIT_S = 1.0
+
+_FAILURE_NAMES = {
+    runner_pb2.FAILURE_CODE_EXCEPTION: "exception",
+    runner_pb2.FAILURE_CODE_TIMEOUT: "timeout",
+    runner_pb2.FAILURE_CODE_INVALID_ACTION: "invalid_action",
+    runner_pb2.FAILURE_CODE_PROTOCOL_VIOLATION: "protocol_violation",
+    runner_pb2.FAILURE_CODE_OUT_OF_MEMORY: "out_of_memory",
+    runner_pb2.FAILURE_CODE_CRASHED: "crashed",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,3 +264,20 @@ def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord) -> None:
     if encoded.ByteSize() > SUMMARY_LIMIT_BYTES:
         encoded = values.encode({"summary_error": f"summary larger than {SUMMARY_LIMIT_BYTES} bytes was dropped"})
     record.summary.CopyFrom(encoded)
+
+
+def feedback_records(records: Any) -> list[EpisodeRecord]:
+    """Turn classified EpisodeRecord messages into the SDK's records, in order."""
+    return [
+        EpisodeRecord(
+            index=r.episode.index,
+            status="completed" if r.failure == runner_pb2.FAILURE_CODE_UNSPECIFIED else "policy_failure",
+            failure=_FAILURE_NAMES.get(r.failure),
+            steps=r.steps,
+            total_reward=r.total_reward,
+            terminated=r.terminated,
+            truncated=r.truncated,
+            summary=values.decode(r.summary) or {},
+        )
+        for r in records
+    ]

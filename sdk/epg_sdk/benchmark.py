@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from orchestrator.sdk.planning import plan_seeds
+from epg_sdk.planning import plan_seeds
 
 Direction = Literal["maximize", "minimize"]
 

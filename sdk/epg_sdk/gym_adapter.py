@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from orchestrator.sdk.benchmark import Benchmark, BenchmarkSpec, Direction, Environment, InvalidAction, StepResult
+from epg_sdk.benchmark import Benchmark, BenchmarkSpec, Direction, Environment, InvalidAction, StepResult
 
 
 def describe_space(space: spaces.Space) -> dict[str, Any]:

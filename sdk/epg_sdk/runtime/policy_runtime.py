@@ -5,7 +5,7 @@ It connects to the runner's socket, waits for Start, imports the Program's
 step. Frames travel over the socket, never over stdout: the policy's own
 stdout and stderr go to a bounded in-memory tail reported to the runner.
 
-Imports: the standard library, NumPy, protobuf, orchestrator.protocol only.
+Imports: the standard library, NumPy, protobuf, epg_sdk.protocol only.
 
 Start-up is on the critical path of every cold Episode, so the runtime loads
 only what every Episode needs, with the garbage collector off while modules
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from epg.v1 import policy_pb2 as pb
-from orchestrator.protocol import values
-from orchestrator.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed
+from epg_sdk.protocol import values
+from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     lingering = "--linger" in args
     args = [a for a in args if a != "--linger"]
     if len(args) != 1:
-        print("usage: python -m orchestrator.runtimes.policy_runtime [--linger] SOCKET_PATH", file=sys.__stderr__)
+        print("usage: python -m epg_sdk.runtime.policy_runtime [--linger] SOCKET_PATH", file=sys.__stderr__)
         return 2
     channel = FramedSocket(_connect(args[0]), spin=STEP_SPIN)
     tail = OutputTail(DEFAULT_TAIL_BYTES)

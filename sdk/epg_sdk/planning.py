@@ -1,4 +1,4 @@
-"""Deterministic Episode seed planning with disjoint splits."""
+"""Deterministic Episode seed planning with disjoint splits, and the policy seed of an Episode."""
 
 from __future__ import annotations
 
@@ -32,3 +32,9 @@ def plan_seeds(split: str, seed: int, count: int) -> list[int]:
             seen.add(env_seed)
             seeds.append(env_seed)
     return seeds
+
+
+def policy_seed(seed: int, split: str, index: int) -> int:
+    """Return the policy seed of Episode index of split under seed (a 63-bit integer)."""
+    digest = hashlib.sha256(f"epg-policy-seed:{seed}:{split}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1

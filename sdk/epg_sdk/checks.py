@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from orchestrator.protocol import values
-from orchestrator.sdk.benchmark import Benchmark, EpisodeRecord
-from orchestrator.sdk.planning import SPLITS
+from epg_sdk.benchmark import Benchmark, EpisodeRecord
+from epg_sdk.planning import SPLITS
+from epg_sdk.protocol import values
 
 FEEDBACK_LIMIT_BYTES = 1024 * 1024
 

@@ -17,21 +17,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from epg.v1 import runner_pb2
-from orchestrator.kernel.codes import RunnerOutcome
-from orchestrator.kernel.outcomes import ContainerExit, classify_episode
-from orchestrator.kernel.seeds import policy_seed
-from orchestrator.protocol.framing import DEFAULT_MAX_FRAME_BYTES, STEP_SPIN, FramedSocket
-from orchestrator.protocol.records import OUTCOMES, failure_to_proto
-from orchestrator.runtimes.episode_loop import EpisodeLimits, drive_episode
-from orchestrator.runtimes.runner import feedback_records
-from orchestrator.sdk.benchmark import Benchmark, Feedback
+from epg_sdk.benchmark import Benchmark, Feedback
+from epg_sdk.codes import RunnerOutcome
+from epg_sdk.outcomes import ContainerExit, classify_episode
+from epg_sdk.planning import policy_seed
+from epg_sdk.protocol.codes import OUTCOMES, failure_to_proto
+from epg_sdk.protocol.framing import DEFAULT_MAX_FRAME_BYTES, STEP_SPIN, FramedSocket
+from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode, feedback_records
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+# The directory holding epg_sdk and epg: sdk/ in a checkout, site-packages when installed.
+_SDK_ROOT = Path(__file__).resolve().parents[1]
 
 
 def local_runtime_env() -> dict[str, str]:
-    """The environment of a local policy runtime process: this checkout on its path, nothing else of ours."""
-    return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(_REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    """The environment of a local policy runtime process: the SDK on its path, nothing else of ours."""
+    return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(_SDK_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 @contextmanager
@@ -49,7 +49,7 @@ def local_policy_runtime(
         listener.bind(path)
         listener.listen(1)
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.runtimes.policy_runtime", path],
+            [sys.executable, "-m", "epg_sdk.runtime.policy_runtime", path],
             env=local_runtime_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

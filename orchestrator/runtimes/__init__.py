@@ -1,1 +1,0 @@
-"""Programs that run inside containers; each imports only what its image has."""

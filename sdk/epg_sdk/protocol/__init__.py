@@ -1,0 +1,1 @@
+"""The Policy ABI's wire: the typed value codec, length-prefixed framing and the code mirrors (no I/O beyond a socket)."""

@@ -1,0 +1,251 @@
+"""Images through a real registry on loopback, a plain `docker build` of images/, and the example CI script.
+
+The registry is Debian's `docker-registry`, installed here when it is missing (CI runs as root on
+a fresh machine) and served on 127.0.0.1 on a free port; the engine treats loopback registries as
+insecure-allowed. When it cannot be installed or started the tests fail with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from docker.errors import ImageNotFound
+
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.images import registry as registries
+
+REPO = Path(__file__).resolve().parents[2]
+CI_SCRIPT = REPO / "examples" / "ci" / "env-repo-ci.sh"
+EPG = f"{sys.executable} -m orchestrator.cli.app"
+PRINT_VERSIONS = ["python3", "-c", "import numpy, google.protobuf; print('numpy', numpy.__version__, 'protobuf', google.protobuf.__version__)"]
+VERSIONS = "numpy 2.4.6 protobuf 7.36.2"
+
+
+def _registry_binary() -> str:
+    found = shutil.which("docker-registry")
+    if found:
+        return found
+    if os.geteuid() != 0:
+        pytest.fail("Debian's docker-registry is not installed and only root can install it (apt-get install docker-registry)", pytrace=False)
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "docker-registry"]):
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if done.returncode != 0:
+            pytest.fail(f"{' '.join(command)} failed: {done.stderr[-2000:]}", pytrace=False)
+    return shutil.which("docker-registry") or pytest.fail("docker-registry is still missing after apt-get install", pytrace=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _answers(address: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A registry on 127.0.0.1:PORT with its storage in a temporary directory; stopped at the end."""
+    binary = _registry_binary()
+    directory = tmp_path_factory.mktemp("registry")
+    address = f"127.0.0.1:{_free_port()}"
+    config = directory / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log: {level: warn}\n"
+        f"storage: {{filesystem: {{rootdirectory: {directory / 'data'}}}, delete: {{enabled: true}}}}\n"
+        f"http: {{addr: {address}}}\n"
+    )
+    log = open(directory / "registry.log", "wb")
+    process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(address):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"docker-registry did not serve on {address}: {(directory / 'registry.log').read_text()[-2000:]}", pytrace=False)
+            time.sleep(0.2)
+        yield address
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def _tags_in(address: str, repository: str) -> list[str]:
+    with urllib.request.urlopen(f"http://{address}/v2/{repository}/tags/list", timeout=5) as response:
+        return json.loads(response.read())["tags"] or []
+
+
+def _run(engine: DockerEngine, image: str, command: list[str]) -> str:
+    output = engine.client.containers.run(image, command, remove=True, network_disabled=True, network_mode="none")
+    return output.decode().strip()
+
+
+@pytest.fixture
+def keep(engine: DockerEngine) -> Iterator[Callable[[str], None]]:
+    """keep(tag): hold tag's image under a test-only tag, so removing tag cannot delete it; tag is restored at the end."""
+    held: list[tuple[str, str]] = []
+
+    def hold(tag: str) -> None:
+        keeper = f"epg-test/keep:{secrets.token_hex(6)}"
+        engine.client.images.get(tag).tag(keeper)
+        held.append((tag, keeper))
+
+    yield hold
+    for tag, keeper in held:
+        try:
+            engine.client.images.get(tag)
+        except ImageNotFound:
+            engine.client.images.get(keeper).tag(tag)
+        engine.client.images.remove(keeper, noprune=True)
+
+
+def test_policy_runtime_round_trips_through_a_loopback_registry(engine, images, registry, keep):
+    source = engine.client.images.get(images["policy-runtime"])
+    name = f"registry-test-{secrets.token_hex(4)}"
+    local = f"epg/{name}:{images['policy-runtime'].rpartition(':')[2]}"  # a test-only repository: other tests keep theirs
+    source.tag(local)
+    pushed = registries.push(engine.client, registry, [(name, local)], print)
+    assert [t.remote for t in pushed] == [f"{registry}/{local}"]
+    assert _tags_in(registry, f"epg/{name}") == [local.rpartition(":")[2]]
+    engine.client.images.remove(local, noprune=True)
+    with pytest.raises(ImageNotFound):
+        engine.client.images.get(local)
+
+    (pulled,) = registries.pull(engine.client, registry, [(name, local)], print)
+    try:
+        assert pulled.image_id == source.id  # the image id is the config's digest: the same after a round trip
+        assert engine.client.images.get(local).id == source.id
+        with pytest.raises(ImageNotFound):
+            engine.client.images.get(pulled.remote)  # the registry's tag is not left behind
+        assert _run(engine, local, PRINT_VERSIONS) == VERSIONS
+    finally:
+        engine.client.images.remove(local, noprune=True)
+
+
+def test_pull_of_an_image_the_registry_lacks_names_it(engine, registry):
+    with pytest.raises(registries.RegistryError, match=r"nothing: pull of 127\.0\.0\.1:\d+/epg/nothing:0000 failed"):
+        registries.pull(engine.client, registry, [("nothing", "epg/nothing:0000")], print)
+
+
+def test_push_to_a_registry_that_does_not_answer_fails_clearly(engine, images):
+    with pytest.raises(registries.RegistryError, match="policy-runtime: "):
+        registries.push(engine.client, f"127.0.0.1:{_free_port()}", [("policy-runtime", images["policy-runtime"])], print)
+
+
+def test_push_of_an_image_that_is_not_built_says_so(engine):
+    with pytest.raises(registries.RegistryError, match="is not built; run `epg-orchestrate images build nothing`"):
+        registries.push(engine.client, "127.0.0.1:1", [("nothing", "epg/nothing:0000")], print)
+
+
+@pytest.mark.parametrize("bad", ["http://127.0.0.1:5000", "127.0.0.1:5000/path", ""])
+def test_a_registry_is_host_and_port_only(bad):
+    with pytest.raises(registries.RegistryError, match="HOST or HOST:PORT"):
+        registries.check_registry(bad)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True, cwd=REPO, timeout=900)
+
+
+def test_policy_runtime_builds_with_plain_docker_build_from_the_context_command(engine, images, tmp_path):
+    made = cli("images", "context", "policy-runtime", str(tmp_path / "context"), "--json")
+    assert made.returncode == 0, made.stderr
+    written = json.loads(made.stdout)
+    context = Path(written["directory"])
+    assert written["tag"] == images["policy-runtime"]  # the context is the builder's: same inputs, same tag
+    assert (context / "Dockerfile").read_bytes() == (REPO / "images" / "policy-runtime" / "Dockerfile").read_bytes()
+    assert (context / "wheels" / "requirements.txt").is_file() and any(context.glob("wheels/numpy-*.whl"))
+    assert (context / "lib").is_dir()
+    assert set(written["build_args"]) == {"BASE", "SMOKE"}
+    tag = f"epg-test/hand-built:{secrets.token_hex(6)}"
+    args = [item for key, value in written["build_args"].items() for item in ("--build-arg", f"{key}={value}")]
+    built = subprocess.run(["docker", "build", "--no-cache", *args, "-t", tag, str(context)], capture_output=True, text=True, timeout=900)
+    try:
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        assert _run(engine, tag, PRINT_VERSIONS) == VERSIONS
+        smoke = written["build_args"]["SMOKE"]
+        assert _run(engine, tag, ["python3", "-c", f"import {smoke}; print('imported')"]) == "imported"
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def test_context_refuses_a_directory_that_is_not_empty(tmp_path):
+    (tmp_path / "something").write_text("x")
+    made = cli("images", "context", "policy-runtime", str(tmp_path))
+    assert made.returncode == 1
+    assert "is not empty" in made.stderr
+
+
+def ci_step(step: str, registry: str, out: Path, scope: str = "") -> subprocess.CompletedProcess:
+    environment = {
+        **os.environ, "EPG": EPG, "ENVIRONMENTS": "environments", "ENV_IMAGE": "env-cartpole", "BENCHMARK": "cartpole",
+        "REGISTRY": registry, "OUT": str(out), "EPG_SCOPE": scope,
+    }
+    return subprocess.run(["sh", str(CI_SCRIPT), step], capture_output=True, text=True, cwd=REPO, env=environment, timeout=900)
+
+
+def test_the_example_ci_script_builds_tests_pushes_and_pulls_what_build_then_finds(engine, images, registry, keep, scope, tmp_path):
+    build = ci_step("build", registry, tmp_path)
+    assert build.returncode == 0, build.stderr
+    report = json.loads((tmp_path / "build.json").read_text())
+    assert [image["name"] for image in report["images"]] == ["policy-runtime", "env-cartpole"]
+    assert {image["tag"] for image in report["images"]} == {images["policy-runtime"], images["env-cartpole"]}
+    assert all(image["built"] is False and image["id"].startswith("sha256:") and image["seconds"] >= 0 for image in report["images"])
+    assert report["built"] == 0 and report["up_to_date"] == 2
+
+    checked = ci_step("test", registry, tmp_path, scope)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "CartPole-v1 in " + images["env-cartpole"] in checked.stdout
+    assert "baseline runs through the sandbox" in checked.stdout and "failed" not in checked.stdout
+
+    push = ci_step("push", registry, tmp_path)
+    assert push.returncode == 0, push.stderr
+    pushed = json.loads((tmp_path / "push.json").read_text())
+    assert pushed["registry"] == registry
+    names = [image["name"] for image in pushed["images"]]
+    assert names[-2:] == ["policy-runtime", "env-cartpole"] and names[:-2] in ([], ["base"])
+    for image in pushed["images"]:
+        repository, _, version = image["tag"].rpartition(":")
+        assert image["remote"] == f"{registry}/{image['tag']}" and version in _tags_in(registry, repository)
+
+    policy_runtime = images["policy-runtime"]
+    policy_id = engine.client.images.get(policy_runtime).id
+    keep(policy_runtime)
+    engine.client.images.remove(policy_runtime, noprune=True)
+    pull = ci_step("pull", registry, tmp_path)
+    assert pull.returncode == 0, pull.stderr
+    pulled = json.loads((tmp_path / "pull.json").read_text())
+    assert [image["name"] for image in pulled["images"]][-2:] == ["policy-runtime", "env-cartpole"]
+    assert engine.client.images.get(policy_runtime).id == policy_id
+    assert _run(engine, policy_runtime, PRINT_VERSIONS) == VERSIONS
+
+    again = ci_step("build", registry, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "build.json").read_text())["built"] == 0
+
+
+def test_the_example_ci_script_names_its_steps(tmp_path):
+    wrong = ci_step("deploy", "127.0.0.1:1", tmp_path)
+    assert wrong.returncode == 2 and "usage:" in wrong.stderr
