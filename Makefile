@@ -30,7 +30,7 @@ test: setup docker
 	$(BIN)/python -m pytest
 
 unit: setup
-	$(BIN)/python -m pytest tests/unit tests/packaging environments tests/environments
+	$(BIN)/python -m pytest tests/unit tests/packaging environments tests/environments --ignore-glob='environments/*/tests/image'
 
 bench: setup docker
 	$(BIN)/python bench/bench.py

@@ -27,6 +27,10 @@ class SandboxOptions:
     scope: str = ""
     base: str = "auto"
     environments: list[Path] | None = field(default=None)
+    # An explicit environment image (repo:tag or id) and the factory entry of benchmark inside it;
+    # when set, the catalogue is not asked and only the policy runtime image is built if needed.
+    environment_image: str = ""
+    benchmark_entry: str = ""
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -60,17 +64,24 @@ def reap_orphans(engine: DockerEngine) -> ReapReport:
 def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: None) -> Iterator[DockerSandbox]:
     """Connect to the engine, make the images the benchmark needs, and yield a started sandbox.
 
+    With options.environment_image the sandbox runs that image (benchmark_entry
+    inside it) as it is; only the policy runtime image is built if needed.
+
     Raises InfrastructureError (engine, images, runner) and CatalogueError
     (unknown benchmark).
     """
     engine = DockerEngine.connect()
     builder = ImageBuilder(engine.client, base=options.base, environments=options.environments, progress=progress)
-    package, _benchmark_id, entry = resolve_benchmark(options.benchmark, builder.packages())
     reaped = reap_orphans(engine)
     if reaped.total:
         progress(f"reaped {reaped.total} leftovers of dead orchestrator processes")
-    results = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
-    images = SandboxImages(environment=results[package.image], policy_runtime=results["policy-runtime"], benchmark_entry=entry)
+    if options.environment_image:
+        (policy_runtime,) = [r.tag for r in builder.ensure(["policy-runtime"])]
+        images = SandboxImages(environment=options.environment_image, policy_runtime=policy_runtime, benchmark_entry=options.benchmark_entry)
+    else:
+        package, _benchmark_id, entry = resolve_benchmark(options.benchmark, builder.packages())
+        results = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
+        images = SandboxImages(environment=results[package.image], policy_runtime=results["policy-runtime"], benchmark_entry=entry)
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
     with DockerSandbox(engine, images, options.limits, labels, tuning=options.tuning) as sandbox:
         yield sandbox

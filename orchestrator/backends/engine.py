@@ -59,6 +59,34 @@ class DockerEngine:
             return False
         return True
 
+    def image_labels(self, reference: str) -> tuple[str, dict[str, str]] | None:
+        """Return (image id, labels) of the image reference (repo:tag or id) present in the engine, or None."""
+        try:
+            image = self.client.images.get(reference)
+        except (ImageNotFound, APIError):
+            return None
+        return image.id, dict(image.labels or {})
+
+    def copy_from_image(self, image: str, path: str, labels: dict[str, str]) -> bytes:
+        """Return a tar archive of path inside image, read from a created (never started) labelled container.
+
+        Raises InfrastructureError(CONTAINER_FAILED) when the engine refuses or path is absent.
+        """
+        if labels.get(MANAGED) != "true":
+            raise ValueError("every container the orchestrator creates must carry its labels")
+        try:
+            container = self.client.containers.create(image=image, command=["true"], labels=labels, network_disabled=True)
+        except APIError as exc:
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot create a container of {image}", str(exc)) from exc
+        try:
+            stream, _stat = container.get_archive(path)
+            return b"".join(stream)
+        except (NotFound, APIError) as exc:
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot read {path} from {image}", str(exc)) from exc
+        finally:
+            if not self.remove(container):
+                log.warning("leaked container %s of %s", container.id[:12], image)
+
     def start(self, spec: ContainerSpec) -> Container:
         """Create and start a container for spec. Raises InfrastructureError(CONTAINER_FAILED)."""
         if spec.labels.get(MANAGED) != "true":

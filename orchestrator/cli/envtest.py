@@ -1,93 +1,77 @@
-"""`epg-orchestrate env test NAME`: an environment image checked in isolation."""
+"""`epg-orchestrate env test IMAGE | NAME | DIR` and `env new DIR --gymnasium ID`: presentation of orchestrator.envcheck and orchestrator.scaffold."""
 
 from __future__ import annotations
 
 import json
-import secrets
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.cli.common import err, fail, fail_infrastructure, out
 from orchestrator.cli.options import Base, Environments, Scope, environment_roots
-from orchestrator.compose import SandboxOptions, open_sandbox
-from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import CatalogueError, resolve_benchmark
+from orchestrator.envcheck import EnvCheckError, EnvReport, check_environment
 from orchestrator.kernel.codes import InfrastructureError
-from orchestrator.kernel.evaluation import evaluate_program
-from orchestrator.kernel.program import ProgramError, capture_program
+from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
 
-app = typer.Typer(help="Check environment images.", no_args_is_help=True)
-CHECK_TIMEOUT_S = 600.0
+app = typer.Typer(help="Check and create environment packages and images.", no_args_is_help=True)
 
 
 @app.command("test")
 def env_test(
-    benchmark: Annotated[str, typer.Argument(help="Benchmark id or alias (its environment image is built if needed).")],
+    target: Annotated[str, typer.Argument(help="An image (repo:tag or id), a Benchmark id or alias (its image is built if needed), or a package directory.")],
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes of the baseline run.")] = 3,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline Program directory (default: the package's, or the image's).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
 ) -> None:
-    """Conformance of the Benchmark inside its own image, then its baseline Program through the sandbox."""
-    roots = environment_roots(environments)
+    """Conformance of every Benchmark inside the image, then a baseline Program through the sandbox on that image.
+
+    Exit status: 0 every check passed, 1 a check failed or the target is bad, 3 infrastructure.
+    """
+    progress = (lambda message: None) if as_json else (lambda message: err.print(f"[dim]{message}[/]", highlight=False))
     try:
         engine = DockerEngine.connect()
-        builder = ImageBuilder(engine.client, base=base, environments=roots, progress=lambda m: err.print(f"[dim]{m}[/]", highlight=False))
-        package, benchmark_id, entry = resolve_benchmark(benchmark, builder.packages())
-        (image,) = [r.tag for r in builder.ensure([package.image])]
-        report = _report_in_image(engine, image, entry, scope)
-        baseline = capture_program(package.baseline_dir)
-    except CatalogueError as exc:
+        report = check_environment(engine, target, episodes=episodes, scope=scope, base=base,
+                                   environments=environment_roots(environments), baseline_dir=baseline, progress=progress)
+    except EnvCheckError as exc:
         fail(str(exc))
-    except ProgramError as exc:
-        fail(f"baseline Program: {exc.message}")
     except InfrastructureError as exc:
         fail_infrastructure(exc)
-    check = _baseline_check(SandboxOptions(benchmark=benchmark_id, scope=scope, base=base, environments=roots), baseline, episodes)
-    checks = report["checks"] + [check]
-    table = Table(title=f"{benchmark_id} in {image}", title_justify="left")
-    for column in ("check", "result", "detail"):
-        table.add_column(column)
-    for check in checks:
-        table.add_row(check["name"], "[green]ok[/]" if check["ok"] else "[red]FAILED[/]", check["detail"])
-    out.print(table)
-    if not all(check["ok"] for check in checks):
+    if as_json:
+        print(json.dumps(report.to_json()))
+    else:
+        _print_table(report)
+    if not report.ok:
         raise typer.Exit(1)
 
 
-def _baseline_check(options: SandboxOptions, baseline, episodes: int) -> dict:
-    """The package's baseline Program through the real sandbox: every Episode must complete."""
-    name = f"baseline runs through the sandbox ({episodes} Episodes)"
-    try:
-        with open_sandbox(options) as sandbox:
-            evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
-    except InfrastructureError as exc:
-        last = (exc.evidence.strip().splitlines() or [""])[-1]
-        return {"name": name, "ok": False, "detail": f"{exc.code.value}: {exc.message}: {last}"}
-    failures = [e for e in evaluation.feedback.episodes if e.failure is not None]
-    detail = "; ".join(f"Episode {e.index}: {e.failure.value}: {e.reason}" for e in failures)
-    return {"name": name, "ok": not failures, "detail": detail or f"score {evaluation.feedback.score:.3f}"}
+def _print_table(report: EnvReport) -> None:
+    table = Table(title=f"{', '.join(report.benchmarks)} in {report.image} ({report.image_id[:19]})", title_justify="left")
+    for column in ("benchmark", "check", "result", "detail"):
+        table.add_column(column)
+    for check in report.checks:
+        table.add_row(check.benchmark, check.name, "[green]ok[/]" if check.ok else "[red]FAILED[/]", check.detail)
+    out.print(table)
 
 
-def _report_in_image(engine: DockerEngine, image: str, entry: str, scope: str) -> dict:
-    """Run the conformance checks inside the environment image (no network, read-only) and return the report."""
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("env-check")
-    container = engine.start(ContainerSpec(image=image, command=("python3", "-m", "epg_sdk.checks", "--entry", entry),
-                                           labels=labels, user="10001:10001", memory_bytes=2 * 1024**3, pids_limit=256))
+@app.command("new")
+def env_new(
+    directory: Annotated[Path, typer.Argument(help="The new package's directory (must not exist or be empty).")],
+    gymnasium: Annotated[str, typer.Option("--gymnasium", help="The gymnasium id to wrap, e.g. Pendulum-v1.")],
+    benchmark_id: Annotated[str, typer.Option("--benchmark-id", help="The Benchmark id (default: the gymnasium id).")] = "",
+    name: Annotated[str, typer.Option("--name", help="Package name NAME: distribution epg-env-NAME, image env-NAME (default: from the directory).")] = "",
+    failure_return: Annotated[float, typer.Option("--failure-return", help="What a failed Episode scores: below the worst return of a completed one.")] = 0.0,
+) -> None:
+    """Generate an environment package wrapping a gymnasium environment: pyproject, module, README with its real spaces, a weak baseline, tests."""
     try:
-        status = engine.exit_of(container, CHECK_TIMEOUT_S)
-        output = engine.logs(container, stdout=True, stderr=False).decode("utf-8", "replace").strip().splitlines()
-        if status.exit_code is None:
-            fail(f"the checks did not finish inside {image} within {CHECK_TIMEOUT_S:.0f} s")
-        try:
-            return json.loads(output[-1])
-        except (ValueError, IndexError):
-            logs = engine.logs(container, stdout=True, stderr=True).decode("utf-8", "replace")
-            fail(f"the checks did not run inside {image}: {logs[-400:]}")
-    finally:
-        engine.remove(container)
+        created = new_gymnasium_package(directory, gymnasium, benchmark_id=benchmark_id or gymnasium,
+                                         name=name or directory.name, failure_return=failure_return)
+    except ScaffoldError as exc:
+        fail(str(exc))
+    out.print(f"created {created.root} ({created.benchmark_id}, image {created.image}); check it with `epg-orchestrate env test {created.root}`",
+              highlight=False)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -215,7 +217,10 @@ class ImageBuilder:
             wheels = directory / "wheels"
             wheels.mkdir()
             (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
-            self._fetch_wheels(recipe.requirements, wheels)
+            local = {_distribution_name(root) for root in recipe.distributions}
+            self._fetch_wheels(tuple(r for r in recipe.requirements if _requirement_name(r) not in local), wheels)
+            for root in recipe.distributions:
+                self._build_wheel(root, wheels)
         for destination, source in recipe.files.items():
             target = directory / "lib" / destination
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -230,6 +235,19 @@ class ImageBuilder:
         base = self._base_input(recipe)  # the base image's id, or the parent's tag
         build_args = {"BASE": base, **recipe.build_args}
         return BuildContext(name=recipe.name, tag=recipe.tag(base), directory=directory, build_args=build_args)
+
+    def _build_wheel(self, root: Path, dest: Path) -> None:
+        """Build the wheel of the source distribution at root into dest with the host's pip (no index, no deps)."""
+        with tempfile.TemporaryDirectory(prefix="epg-wheel-") as scratch:
+            source = Path(scratch) / root.name  # a copy, so the build leaves nothing in the repository
+            shutil.copytree(root, source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build", "dist", "*.egg-info"))
+            built = subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
+                 "--no-build-isolation", "--wheel-dir", str(dest), str(source)],
+                capture_output=True, text=True,
+            )
+        if built.returncode != 0:
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"pip could not build the wheel of {root}", built.stderr[-4000:])
 
     def _extract_npm_binary(self, binary: NpmBinary, target: Path) -> None:
         """Copy one executable out of a pinned npm package, fetching the tarball with `npm pack` once."""
@@ -295,3 +313,12 @@ class ImageBuilder:
             raise InfrastructureError(
                 InfraErrorCode.IMAGE_BUILD_FAILED, f"docker build of {tag} failed: {str(exc)[:300]}", "\n".join(log[-60:])
             ) from exc
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", requirement.split("==")[0].split("[")[0].strip().lower())
+
+
+def _distribution_name(root: Path) -> str:
+    """The normalised project name in root/pyproject.toml."""
+    return _requirement_name(tomllib.loads((root / "pyproject.toml").read_text())["project"]["name"])

@@ -46,20 +46,23 @@ AGENT_FILES = (
     "sdk/epg/v1/host_api_pb2.py",
     "sdk/epg/v1/host_api_pb2_grpc.py",
 )
-RUNNER_FILES = POLICY_FILES + (
-    "sdk/epg_sdk/runtime/episode_loop.py",
-    "sdk/epg_sdk/runtime/runner.py",
-    "sdk/epg_sdk/benchmark.py",
-    "sdk/epg_sdk/planning.py",
-    "sdk/epg_sdk/checks.py",
-    "sdk/epg_sdk/readme.py",
-    "sdk/epg_sdk/gym_adapter.py",
-    "sdk/epg/v1/runner_pb2.py",
-    "sdk/epg/v1/runner_pb2_grpc.py",
-)
 
 # One folder per image kind, each with its real Dockerfile (images/README.md).
 IMAGES = REPO_ROOT / "images"
+# Environment images install the SDK as a distribution, built into a wheel on the host, so an
+# author's package that depends on epg-sdk installs on top of one with plain pip.
+SDK_DISTRIBUTION = REPO_ROOT / "sdk"
+SDK_REQUIREMENT = "epg-sdk==0.1.0"
+_NOT_SOURCE = {"__pycache__", "build", "dist"}
+
+
+def distribution_sources(root: Path) -> list[Path]:
+    """The files of the source distribution at root that its wheel is built from (no build output)."""
+    return sorted(
+        path for path in root.rglob("*")
+        if path.is_file() and path.suffix != ".pyc"
+        and not any(part in _NOT_SOURCE or part.endswith(".egg-info") for part in path.relative_to(root).parts)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +92,7 @@ class ImageRecipe:
     labels: dict[str, str] = field(default_factory=dict)
     npm: tuple[NpmBinary, ...] = ()
     parent: str | None = None  # the recipe whose image is BASE (default: the base image)
+    distributions: tuple[Path, ...] = ()  # source trees built into wheels/ on the host (named in requirements)
 
     def inputs_hash(self, base: str) -> str:
         """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements, files."""
@@ -106,6 +110,10 @@ class ImageRecipe:
             hasher.update(f"{key}={self.labels[key]}\0".encode())
         for binary in self.npm:  # pinned versions stand for the bytes
             hasher.update(f"{binary.package}:{binary.member}:{binary.destination}\0".encode())
+        for root in self.distributions:  # the sources stand for the wheel, whose zip has timestamps
+            for path in distribution_sources(root):
+                hasher.update(f"dist/{root.name}/{path.relative_to(root).as_posix()}\0".encode())
+                hasher.update(path.read_bytes() + b"\0")
         return hasher.hexdigest()
 
     def tag(self, base: str) -> str:
@@ -181,8 +189,8 @@ def _merge_requirements(*groups: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
-    """The runner, the SDK, the Benchmark package and its simulator."""
-    files = _project_files(RUNNER_FILES)
+    """The runner, the SDK (installed as the epg-sdk distribution), the Benchmark package and its simulator."""
+    files: dict[str, Path] = {}
     module_root = package.root / package.table.module
     for source in sorted(module_root.rglob("*")):
         if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc":
@@ -195,7 +203,8 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
         name=package.image,
         dockerfile=IMAGES / "environment" / "Dockerfile",
         build_args={"SMOKE": f"epg_sdk.runtime.runner, {smoke}"},
-        requirements=_merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package)),
+        requirements=_merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package), (SDK_REQUIREMENT,)),
         files=files,
+        distributions=(SDK_DISTRIBUTION,),
         labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},
     )

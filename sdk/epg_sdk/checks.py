@@ -183,11 +183,30 @@ def report_json(report: CheckReport) -> dict[str, Any]:
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in report.checks]}
 
 
+ENTRY_POINT_GROUP = "epg.benchmarks"
+
+
+def installed_benchmarks() -> dict[str, str]:
+    """Return the Benchmarks installed distributions register (id -> "module:factory"), from their entry points."""
+    from importlib.metadata import entry_points
+
+    return {entry.name: entry.value for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Inside an environment image: check the Benchmark made by --entry module:attribute; print the report as JSON."""
+    """Inside an environment image: check the Benchmark made by --entry module:attribute; print the report as JSON.
+
+    With --list instead, print {"benchmarks": {id: entry}} for the entry-point Benchmarks installed in the image.
+    """
     parser = argparse.ArgumentParser(prog="epg-check-benchmark")
-    parser.add_argument("--entry", required=True)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--entry")
+    action.add_argument("--list", action="store_true")
     args = parser.parse_args(argv)
+    if args.list:
+        print(json.dumps({"benchmarks": installed_benchmarks()}))
+        sys.stdout.flush()
+        return 0
     module_name, _, attribute = args.entry.partition(":")
     benchmark = getattr(importlib.import_module(module_name), attribute)()
     report = check_benchmark(benchmark)

@@ -38,6 +38,30 @@ def describe_space(space: spaces.Space) -> dict[str, Any]:
     raise TypeError(f"unsupported gymnasium space {space!r}")
 
 
+def describe_environment(env_id: str) -> dict[str, Any]:
+    """Return what gymnasium.make(env_id) says about itself, for generating a package around it.
+
+    Keys: observation_space and action_space (describe_space), their gymnasium
+    reprs (observation_repr, action_repr), max_episode_steps (None when
+    unregistered), entry_point and doc (the environment class's docstring).
+    Raises gymnasium's error for an unknown id and TypeError for an unsupported space.
+    """
+    env = gym.make(env_id, disable_env_checker=True)
+    try:
+        registered = gym.spec(env_id)
+        return {
+            "observation_space": describe_space(env.observation_space),
+            "action_space": describe_space(env.action_space),
+            "observation_repr": repr(env.observation_space),
+            "action_repr": repr(env.action_space),
+            "max_episode_steps": registered.max_episode_steps,
+            "entry_point": str(registered.entry_point),
+            "doc": type(env.unwrapped).__doc__ or "",
+        }
+    finally:
+        env.close()
+
+
 def coerce_action(space: spaces.Space, action: Any) -> Any:
     """Return action converted to what space holds. Raises InvalidAction when it does not fit."""
     if type(action) is int and type(space) is spaces.Discrete:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.images.recipes import POLICY_FILES, RUNNER_FILES
+from orchestrator.images.recipes import POLICY_FILES, SDK_DISTRIBUTION, distribution_sources
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SDK_ROOT = REPO_ROOT / "sdk"
@@ -204,6 +204,16 @@ RULES = [
         outside("orchestrator/cli/"),
         forbidden=("typer", "rich"),
     ),
+    Rule(
+        "only the pytest plugin uses testcontainers",
+        outside("orchestrator/pytest_plugin.py"),
+        forbidden=("testcontainers",),
+    ),
+    Rule(
+        "the pytest plugin talks to Docker through backends, images and testcontainers, and knows no CLI",
+        one_of("orchestrator/pytest_plugin.py"),
+        forbidden=("docker", "typer", "rich", "orchestrator.cli", "orchestrator.run"),
+    ),
 ]
 
 
@@ -273,14 +283,13 @@ def test_kernel_imports_pull_in_no_heavy_or_framework_modules():
     assert json.loads(result.stdout) == []
 
 
-@pytest.mark.parametrize("path", sorted(set(RUNNER_FILES)))
+@pytest.mark.parametrize("path", sorted(set(POLICY_FILES)))
 def test_every_image_file_exists_in_the_repository(path):
     assert (REPO_ROOT / path).is_file()
 
 
 def test_image_file_lists_have_no_duplicates():
-    assert len(RUNNER_FILES) == len(set(RUNNER_FILES))
-    assert set(POLICY_FILES) <= set(RUNNER_FILES)
+    assert len(POLICY_FILES) == len(set(POLICY_FILES))
 
 
 def first_party_closure(start: str) -> set[str]:
@@ -315,7 +324,8 @@ def test_the_environment_image_holds_every_module_the_runner_imports():
     needed = first_party_closure("epg_sdk.runtime.runner")
     assert "sdk/epg_sdk/runtime/episode_loop.py" in needed
     assert not any(path.startswith("orchestrator/") for path in needed)
-    assert needed - set(RUNNER_FILES) == set()
+    # The environment image installs the whole SDK distribution from its sources.
+    assert needed - {p.relative_to(REPO_ROOT).as_posix() for p in distribution_sources(SDK_DISTRIBUTION)} == set()
 
 
 @pytest.mark.parametrize("package", sorted(p.parent.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("environments/*/pyproject.toml"))

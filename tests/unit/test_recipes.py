@@ -9,7 +9,8 @@ import pytest
 from orchestrator.images.catalogue import REPO_ROOT, discover, resolve_benchmark
 from orchestrator.images.recipes import (
     POLICY_FILES,
-    RUNNER_FILES,
+    SDK_DISTRIBUTION,
+    SDK_REQUIREMENT,
     IMAGES,
     ImageRecipe,
     NpmBinary,
@@ -153,8 +154,8 @@ def test_environment_recipe_requirements_are_sorted_and_unique(cartpole):
 
 def test_environment_recipe_holds_the_runner_and_the_package(cartpole):
     package, image = cartpole
-    assert {path.removeprefix("sdk/") for path in RUNNER_FILES} <= set(image.files)
-    assert "epg_sdk/runtime/runner.py" in image.files
+    assert SDK_REQUIREMENT in image.requirements and image.distributions == (SDK_DISTRIBUTION,)
+    assert not any(path.startswith(("epg_sdk/", "epg/")) for path in image.files)  # installed, not copied
     assert f"{package.table.module}/__init__.py" in image.files
     assert image.files[f"{package.table.module}/README.md"] == package.root / "README.md"
     assert image.name == package.image == "env-cartpole"
@@ -244,3 +245,20 @@ def test_the_bootstrapped_base_reads_its_packages_and_import_changes_from_images
     assert {"python3", "python3-pip", "ca-certificates", "git"} <= set(base.packages())
     assert 'CMD ["python3"]' in base.changes() and "ENV PIP_BREAK_SYSTEM_PACKAGES=1" in base.changes()
     assert not any(line.startswith("#") for line in base.packages() + base.changes())
+
+
+def test_a_distribution_is_hashed_by_its_sources_not_its_build_output(tmp_path):
+    source = tmp_path / "dist-src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (source / "pkg" / "__init__.py").write_text("A = 1\n")
+    recipe = ImageRecipe(name="x", dockerfile=IMAGES / "environment" / "Dockerfile", requirements=(), distributions=(source,))
+    first = recipe.inputs_hash("base")
+    (source / "build" / "lib").mkdir(parents=True)
+    (source / "build" / "lib" / "junk.py").write_text("junk")
+    (source / "x.egg-info").mkdir()
+    (source / "pkg" / "__pycache__").mkdir()
+    (source / "pkg" / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    assert recipe.inputs_hash("base") == first
+    (source / "pkg" / "__init__.py").write_text("A = 2\n")
+    assert recipe.inputs_hash("base") != first

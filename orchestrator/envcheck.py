@@ -1,0 +1,277 @@
+"""An environment image checked in isolation, as library code: `check_environment` returns an EnvReport.
+
+The target is an image reference (repo:tag or an image id the engine holds), a
+Benchmark name of the catalogue (its image is built if needed) or an
+environment package's source directory (built with the image builder). Every
+Benchmark the image holds is checked inside it (`python3 -m epg_sdk.checks`),
+then a baseline Program runs through the real sandbox with that very image.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.backends.container_spec import ContainerSpec
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.compose import SandboxOptions, open_sandbox
+from orchestrator.images.builder import ImageBuilder
+from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
+from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.program import Program, ProgramError, capture_program
+
+Progress = Callable[[str], None]
+
+BENCHMARKS_LABEL = "org.evopolicygym.benchmarks"  # comma-separated Benchmark ids, set by the image builder
+BASELINE_LABEL = "org.evopolicygym.baseline"  # a directory inside the image holding a baseline Program
+CHECK_TIMEOUT_S = 600.0
+BASELINE_CHECK = "baseline runs through the sandbox"
+CHECKS_RUN = "conformance checks run inside the image"
+
+
+class EnvCheckError(Exception):
+    """The target names no image, Benchmark or environment package, or the package is malformed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvCheck:
+    benchmark: str
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvReport:
+    image: str
+    image_id: str
+    benchmarks: tuple[str, ...]
+    checks: tuple[EnvCheck, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(check.ok for check in self.checks)
+
+    def failures(self) -> list[str]:
+        return [f"{c.benchmark}: {c.name}: {c.detail}" for c in self.checks if not c.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "image": self.image,
+            "image_id": self.image_id,
+            "benchmarks": list(self.benchmarks),
+            "ok": self.ok,
+            "checks": [{"benchmark": c.benchmark, "name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Held:
+    """One Benchmark an image holds: its factory entry ("" when unknown) and its catalogue package, if any."""
+
+    entry: str
+    package: EnvironmentPackage | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Target:
+    image: str
+    image_id: str
+    labels: dict[str, str]
+    benchmarks: dict[str, _Held]
+
+
+def check_environment(
+    engine: DockerEngine,
+    target: str,
+    *,
+    episodes: int = 3,
+    scope: str = "",
+    base: str = "auto",
+    environments: list[Path] | None = None,
+    baseline_dir: Path | None = None,
+    progress: Progress = lambda message: None,
+) -> EnvReport:
+    """Check target (image reference, Benchmark name or package directory) and return the report.
+
+    baseline_dir overrides the baseline Program (else: the package's, else the
+    image's BASELINE_LABEL directory, else the baseline check is reported as skipped).
+    A Benchmark's faults are failed checks in the report. Raises EnvCheckError
+    for a target that names nothing checkable, InfrastructureError when the
+    engine, a build or the sandbox fails.
+    """
+    if _is_directory_target(target):
+        environments = [Path(target).resolve(), *(environments or [])]
+    builder = ImageBuilder(engine.client, base=base, environments=environments, progress=progress)
+    resolved = _resolve(engine, builder, target, scope)
+    checks: list[EnvCheck] = []
+    for benchmark_id, held in resolved.benchmarks.items():
+        entry = held.entry
+        if not entry:
+            checks.append(EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False,
+                                   detail="the image's label names this Benchmark, but neither the catalogue nor an entry point "
+                                          "in the image says which factory makes it (pass --environments with its package)"))
+            continue
+        progress(f"checking {benchmark_id} inside {resolved.image}")
+        checks.extend(_conformance(engine, resolved.image, benchmark_id, entry, scope))
+        checks.append(_baseline(engine, resolved, benchmark_id, held, episodes, scope, base, baseline_dir))
+    return EnvReport(image=resolved.image, image_id=resolved.image_id, benchmarks=tuple(resolved.benchmarks), checks=tuple(checks))
+
+
+def _is_directory_target(target: str) -> bool:
+    """A directory holding a pyproject.toml (or written as a path) is a package source tree, not a name."""
+    path = Path(target)
+    return path.is_dir() and ((path / "pyproject.toml").is_file() or "/" in target or target.startswith("."))
+
+
+def _resolve(engine: DockerEngine, builder: ImageBuilder, target: str, scope: str) -> _Target:
+    if _is_directory_target(target):
+        return _from_directory(engine, builder, Path(target))
+    present = engine.image_labels(target)
+    if present is not None:
+        return _from_image(engine, builder, target, *present, scope=scope)
+    try:
+        package, benchmark_id, entry = resolve_benchmark(target, builder.packages())
+    except CatalogueError as exc:
+        raise EnvCheckError(f"{target!r} is no image in the engine, no package directory and no known Benchmark: {exc}") from exc
+    image = _build(builder, package)
+    image_id, labels = engine.image_labels(image) or ("", {})
+    return _Target(image=image, image_id=image_id, labels=labels, benchmarks={benchmark_id: _Held(entry=entry, package=package)})
+
+
+def _build(builder: ImageBuilder, package: EnvironmentPackage) -> str:
+    """The tag of package's image, built if needed. Raises EnvCheckError for a malformed catalogue, InfrastructureError."""
+    try:
+        (result,) = builder.ensure([package.image])
+    except (CatalogueError, ValueError) as exc:  # ValueError: conflicting pins in the package's lock
+        raise EnvCheckError(f"{package.root}: {exc}") from exc
+    return result.tag
+
+
+def _from_directory(engine: DockerEngine, builder: ImageBuilder, directory: Path) -> _Target:
+    try:
+        if not is_package_dir(directory):
+            raise EnvCheckError(f"{directory}: no pyproject.toml with a [tool.epg] table (not an environment package)")
+        package = load_package(directory.resolve())
+    except CatalogueError as exc:
+        raise EnvCheckError(str(exc)) from exc
+    image = _build(builder, package)
+    image_id, labels = engine.image_labels(image) or ("", {})
+    held = {benchmark_id: _Held(entry=entry, package=package) for benchmark_id, entry in package.table.benchmarks.items()}
+    return _Target(image=image, image_id=image_id, labels=labels, benchmarks=held)
+
+
+def _from_image(engine: DockerEngine, builder: ImageBuilder, image: str, image_id: str, labels: dict[str, str], *, scope: str) -> _Target:
+    """Which Benchmarks image holds: those its label names (our builder's) and those installed in it as entry points.
+
+    An author's image FROM one of ours inherits that image's label and adds its own
+    distribution's entry points, so both are asked. The catalogue supplies the
+    entries of Benchmarks copied into the image rather than installed, and baselines.
+    """
+    known: dict[str, _Held] = {}
+    try:
+        for package in builder.packages():
+            for benchmark_id, entry in package.table.benchmarks.items():
+                known.setdefault(benchmark_id, _Held(entry=entry, package=package))
+    except CatalogueError:
+        known = {}  # a malformed source tree does not stop an image check: the image itself is asked below
+    installed = _installed_in_image(engine, image, scope)
+    named = [b for b in labels.get(BENCHMARKS_LABEL, "").split(",") if b]
+    benchmarks: dict[str, _Held] = {}
+    for benchmark_id in dict.fromkeys([*named, *installed]):
+        catalogued = known.get(benchmark_id)
+        # What the image registers itself wins; the catalogue fills in entries of copied packages and baselines.
+        entry = installed.get(benchmark_id) or (catalogued.entry if catalogued else "")
+        benchmarks[benchmark_id] = _Held(entry=entry, package=catalogued.package if catalogued else None)
+    if not benchmarks:
+        raise EnvCheckError(f"image {image} holds no Benchmark: no {BENCHMARKS_LABEL} label and no entry point in epg.benchmarks")
+    return _Target(image=image, image_id=image_id, labels=labels, benchmarks=benchmarks)
+
+
+def _labels(scope: str) -> dict[str, str]:
+    return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("env-check")
+
+
+def _run_in_image(engine: DockerEngine, image: str, command: tuple[str, ...], scope: str) -> tuple[int | None, str, str]:
+    """Run command inside image (hardened: no network, read-only, non-root); return (exit code, stdout, all output)."""
+    container = engine.start(ContainerSpec(image=image, command=command, labels=_labels(scope), user="10001:10001",
+                                           memory_bytes=2 * 1024**3, pids_limit=256))
+    try:
+        status = engine.exit_of(container, CHECK_TIMEOUT_S)
+        stdout = engine.logs(container, stdout=True, stderr=False).decode("utf-8", "replace")
+        both = engine.logs(container, stdout=True, stderr=True).decode("utf-8", "replace")
+        return status.exit_code, stdout, both
+    finally:
+        engine.remove(container)
+
+
+def _installed_in_image(engine: DockerEngine, image: str, scope: str) -> dict[str, str]:
+    """The entry-point Benchmarks installed in image (id -> entry), from `python3 -m epg_sdk.checks --list` inside it."""
+    code, stdout, both = _run_in_image(engine, image, ("python3", "-m", "epg_sdk.checks", "--list"), scope)
+    try:
+        return dict(json.loads(stdout.strip().splitlines()[-1])["benchmarks"])
+    except (ValueError, IndexError, KeyError, TypeError) as exc:
+        raise EnvCheckError(f"image {image} cannot list its Benchmarks (exit {code}): {both[-400:]}") from exc
+
+
+def _conformance(engine: DockerEngine, image: str, benchmark_id: str, entry: str, scope: str) -> list[EnvCheck]:
+    code, stdout, both = _run_in_image(engine, image, ("python3", "-m", "epg_sdk.checks", "--entry", entry), scope)
+    if code is None:
+        return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"not finished within {CHECK_TIMEOUT_S:.0f} s")]
+    try:
+        report = json.loads(stdout.strip().splitlines()[-1])
+        return [EnvCheck(benchmark=benchmark_id, name=c["name"], ok=bool(c["ok"]), detail=c["detail"]) for c in report["checks"]]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"exit {code}: {both[-400:].strip()}")]
+
+
+def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _Held, episodes: int, scope: str, base: str,
+              baseline_dir: Path | None) -> EnvCheck:
+    """The baseline Program through the real sandbox on target's image: every Episode must complete."""
+    name = f"{BASELINE_CHECK} ({episodes} Episodes)"
+    try:
+        baseline = _baseline_program(engine, target, held, baseline_dir, scope)
+    except ProgramError as exc:
+        return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
+    except InfrastructureError as exc:  # the labelled baseline directory is not in the image
+        return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
+    if baseline is None:
+        return EnvCheck(benchmark=benchmark_id, name=name, ok=True,
+                        detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE_LABEL} label)")
+    options = SandboxOptions(benchmark=benchmark_id, scope=scope, base=base, environment_image=target.image, benchmark_entry=held.entry)
+    try:
+        with open_sandbox(options) as sandbox:
+            evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
+    except InfrastructureError as exc:
+        last = (exc.evidence.strip().splitlines() or [""])[-1]
+        return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"{exc.code.value}: {exc.message}: {last}")
+    failures = [e for e in evaluation.feedback.episodes if e.failure is not None]
+    detail = "; ".join(f"Episode {e.index}: {e.failure.value}: {e.reason}" for e in failures)
+    return EnvCheck(benchmark=benchmark_id, name=name, ok=not failures, detail=detail or f"score {evaluation.feedback.score:.3f}")
+
+
+def _baseline_program(engine: DockerEngine, target: _Target, held: _Held, baseline_dir: Path | None, scope: str) -> Program | None:
+    """The given baseline, else the catalogue package's, else the one in the image's BASELINE_LABEL directory; None when none is known."""
+    if baseline_dir is not None:
+        return capture_program(baseline_dir)
+    if held.package is not None and held.package.baseline_dir.is_dir():
+        return capture_program(held.package.baseline_dir)
+    path = target.labels.get(BASELINE_LABEL, "")
+    if not path:
+        return None
+    archive = engine.copy_from_image(target.image, path.rstrip("/"), _labels(scope))
+    with tempfile.TemporaryDirectory(prefix="epg-baseline-") as directory:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(directory, filter="data")
+        root = Path(directory)
+        entries = [p for p in root.iterdir()]
+        program_root = entries[0] if len(entries) == 1 and entries[0].is_dir() and not (root / "policy.py").exists() else root
+        return capture_program(program_root)

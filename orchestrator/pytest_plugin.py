@@ -1,0 +1,336 @@
+"""A pytest plugin for environment authors: test an environment image with `pytest`.
+
+Installed with the orchestrator (`pip install 'epg-orchestrator[pytest]'`), it is
+loaded by every `pytest` through the `pytest11` entry point `epg`. Options
+(each also an ini key of the same name with underscores, e.g. `epg_image`):
+
+- `--epg-image IMAGE`: the environment image under test. Default: the image of
+  the package in `--epg-package`, built (or found up to date) by the image builder.
+- `--epg-package DIR`: the environment package (its `pyproject.toml` with
+  `[tool.epg]`, its baseline Program). Default: pytest's rootdir. A conftest may
+  override the `epg_package_dir` fixture instead.
+- `--epg-episodes N`: Episodes of the baseline run (default 3).
+- `--epg-base auto|debootstrap|IMAGE`: the base image of builds (default auto).
+
+Fixtures: `epg_image`, `epg_environment` (the conformance checks run inside the
+image, in a hardened container started with testcontainers), `epg_check_report`
+(the same report, asserted to pass), `epg_baseline` (the package's baseline
+Program through the real sandbox: its Feedback). `assert_checks_pass` is the
+assertion on its own. Example, the whole of an author's image test:
+
+    def test_conformance(epg_check_report):
+        assert epg_check_report.benchmarks
+
+    def test_baseline_completes(epg_baseline):
+        assert all(episode.failure is None for episode in epg_baseline.episodes)
+
+A missing Docker engine, a missing image or a package that cannot be read fails
+the fixture with one clear message; nothing here ever skips. Every container
+started carries the orchestrator's labels (`epg-orchestrate gc` reaps them) and
+is removed when the session ends. Results are computed once per image per
+session, so one session can test several packages (a conftest per package
+overriding `epg_package_dir`), and the fixtures are module-scoped for that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # the engine, docker-py, testcontainers and NumPy load only when a fixture runs
+    from epg_sdk.checks import CheckReport
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.backends.labels import LabelSet
+    from orchestrator.images.catalogue import EnvironmentPackage
+    from orchestrator.kernel.ports import EvaluationFeedback
+
+BENCHMARKS_LABEL = "org.evopolicygym.benchmarks"
+CHECK_TIMEOUT_S = 600.0
+_OPTIONS = {
+    "epg_image": "the environment image under test (default: built from the package)",
+    "epg_package": "the environment package directory (default: the rootdir)",
+    "epg_episodes": "Episodes of the baseline run (default 3)",
+    "epg_base": "base image of builds: auto, debootstrap or an image (default auto)",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageReport:
+    """The conformance checks of every Benchmark an environment image holds."""
+
+    image: str
+    reports: tuple[CheckReport, ...]
+
+    @property
+    def benchmarks(self) -> tuple[str, ...]:
+        return tuple(report.benchmark_id for report in self.reports)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.reports) and all(report.ok for report in self.reports)
+
+    def failures(self) -> list[str]:
+        """One line per failed check: `Benchmark: check: detail`."""
+        return [f"{report.benchmark_id}: {line}" for report in self.reports for line in report.failures()]
+
+
+def assert_checks_pass(report: ImageReport) -> None:
+    """Fail the calling test, naming every failed check, unless every check of every Benchmark passed."""
+    if not report.reports:
+        pytest.fail(f"{report.image}: no Benchmark was checked", pytrace=False)
+    if not report.ok:
+        lines = "\n".join(f"  {line}" for line in report.failures())
+        pytest.fail(f"{report.image}: {len(report.failures())} conformance check(s) failed:\n{lines}", pytrace=False)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("epg", "EvoPolicyGym environment images")
+    for name, help_text in _OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        group.addoption(flag, dest=name, default=None, help=help_text)
+        parser.addini(name, help_text, default=None)
+
+
+def _option(config: pytest.Config, name: str) -> str | None:
+    value = config.getoption(name)
+    return value if value is not None else config.getini(name)
+
+
+@dataclass(slots=True)
+class _Session:
+    """What the plugin's fixtures share in one test session: the engine, labels and results per image."""
+
+    engine: DockerEngine
+    labels: LabelSet
+    base: str
+    images: dict[Path, str] = field(default_factory=dict)
+    reports: dict[str, ImageReport] = field(default_factory=dict)
+    baselines: dict[tuple[str, Path], EvaluationFeedback] = field(default_factory=dict)
+    benchmarks: dict[str, dict[str, str]] = field(default_factory=dict)
+    policy_runtime: str | None = None
+
+
+@pytest.fixture(scope="session")
+def _epg_session(request: pytest.FixtureRequest):
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.backends.labels import LabelSet, owner_id, selector
+    from orchestrator.kernel.codes import InfrastructureError
+
+    try:
+        engine = DockerEngine.connect()
+    except InfrastructureError as exc:
+        pytest.fail(f"testing an environment image needs a Docker engine: {exc.message} ({exc.evidence})", pytrace=False)
+    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id())
+    state = _Session(engine=engine, labels=labels, base=_option(request.config, "epg_base") or "auto")
+    yield state
+    engine.reap(selector(session=labels.session))
+
+
+@pytest.fixture(scope="module")
+def epg_package_dir(request: pytest.FixtureRequest) -> Path:
+    """The environment package directory: `--epg-package`, else pytest's rootdir. Override it in a conftest."""
+    value = _option(request.config, "epg_package")
+    return Path(value).resolve() if value else request.config.rootpath
+
+
+@pytest.fixture(scope="module")
+def epg_package(epg_package_dir: Path) -> EnvironmentPackage:
+    """The package read from epg_package_dir. Fails the test when its pyproject.toml is missing or malformed."""
+    from orchestrator.images.catalogue import CatalogueError, load_package
+
+    try:
+        return load_package(epg_package_dir)
+    except CatalogueError as exc:
+        pytest.fail(f"environment package {epg_package_dir}: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def epg_image(request: pytest.FixtureRequest, _epg_session: _Session, epg_package: EnvironmentPackage) -> str:
+    """The image reference under test: `--epg-image`, else the package's image built by the image builder.
+
+    Fails the test when the given image is not in the engine or the build fails.
+    """
+    given = _option(request.config, "epg_image")
+    if given:
+        if not _epg_session.engine.image_exists(given):
+            pytest.fail(f"image {given} is not in the Docker engine; build it first "
+                        f"(`epg-orchestrate images build {epg_package.image}` or `docker build`)", pytrace=False)
+        return given
+    if epg_package.root not in _epg_session.images:
+        (tag,) = _ensure(_epg_session, [epg_package.image], [epg_package.root])
+        _epg_session.images[epg_package.root] = tag
+    return _epg_session.images[epg_package.root]
+
+
+@pytest.fixture(scope="module")
+def epg_environment(_epg_session: _Session, epg_image: str, epg_package: EnvironmentPackage) -> ImageReport:
+    """The conformance checks (`python3 -m epg_sdk.checks`) of every Benchmark the image holds, run inside it.
+
+    The Benchmarks are those of the image's `org.evopolicygym.benchmarks` label
+    (an image built without it: every Benchmark the package registers); the
+    package's entry points say where each is made. Each check runs in its own
+    container started with testcontainers, hardened like the sandbox's (no
+    network, read-only root, non-root user, no capabilities, limits). Returns
+    the report, failed checks included; fails the test when a check run could
+    not finish or printed no report.
+    """
+    if epg_image not in _epg_session.reports:
+        reports = tuple(_check_in_image(_epg_session, epg_image, benchmark_id, entry)
+                        for benchmark_id, entry in _benchmarks_of(_epg_session, epg_image, epg_package).items())
+        _epg_session.reports[epg_image] = ImageReport(image=epg_image, reports=reports)
+    return _epg_session.reports[epg_image]
+
+
+@pytest.fixture(scope="module")
+def epg_check_report(epg_environment: ImageReport) -> ImageReport:
+    """epg_environment, after failing the test with every failed check named unless all passed."""
+    assert_checks_pass(epg_environment)
+    return epg_environment
+
+
+@pytest.fixture(scope="module")
+def epg_baseline(request: pytest.FixtureRequest, _epg_session: _Session, epg_image: str,
+                 epg_package: EnvironmentPackage) -> EvaluationFeedback:
+    """The Feedback of the package's baseline Program on `--epg-episodes` train Episodes (seed 0) of the image.
+
+    The Program runs through the real sandbox: the image as the environment
+    runner, each Episode in a fresh policy container. Policy failures are in the
+    Feedback (`episodes[i].failure`); fails the test for an image holding several
+    Benchmarks (which one the baseline is for is ambiguous), an unreadable
+    baseline or an infrastructure fault.
+    """
+    from orchestrator.backends.sandbox import DockerSandbox, SandboxImages
+    from orchestrator.kernel.codes import InfrastructureError
+    from orchestrator.kernel.evaluation import evaluate_program
+    from orchestrator.kernel.program import ProgramError, capture_program
+
+    key = (epg_image, epg_package.root)
+    if key not in _epg_session.baselines:
+        benchmarks = _benchmarks_of(_epg_session, epg_image, epg_package)
+        if len(benchmarks) != 1:
+            pytest.fail(f"{epg_image} holds {len(benchmarks)} Benchmarks ({', '.join(benchmarks)}); "
+                        "epg_baseline runs the baseline of a package with exactly one", pytrace=False)
+        (entry,) = benchmarks.values()
+        try:
+            baseline = capture_program(epg_package.baseline_dir)
+        except ProgramError as exc:
+            pytest.fail(f"baseline Program {epg_package.baseline_dir}: {exc.message}", pytrace=False)
+        episodes = int(_option(request.config, "epg_episodes") or 3)
+        if _epg_session.policy_runtime is None:
+            (_epg_session.policy_runtime,) = _ensure(_epg_session, ["policy-runtime"], [epg_package.root])
+        images = SandboxImages(environment=epg_image, policy_runtime=_epg_session.policy_runtime, benchmark_entry=entry)
+        try:
+            with DockerSandbox(_epg_session.engine, images, labels=_epg_session.labels) as sandbox:
+                evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
+        except InfrastructureError as exc:
+            pytest.fail(f"the baseline of {epg_image} did not run: {exc.code.value}: {exc.message}\n{exc.evidence[-2000:]}",
+                        pytrace=False)
+        _epg_session.baselines[key] = evaluation.feedback
+    return _epg_session.baselines[key]
+
+
+def _ensure(state: _Session, names: list[str], roots: list[Path]) -> list[str]:
+    """Build (or find up to date) the named images; return their tags. Fails the test on a build fault."""
+    from orchestrator.images.builder import ImageBuilder
+    from orchestrator.images.catalogue import CatalogueError
+    from orchestrator.kernel.codes import InfrastructureError
+
+    try:
+        builder = ImageBuilder(state.engine.client, base=state.base, environments=roots)
+        return [result.tag for result in builder.ensure(names)]
+    except (InfrastructureError, CatalogueError, ValueError) as exc:
+        detail = f"{exc.message}\n{exc.evidence[-2000:]}" if isinstance(exc, InfrastructureError) else str(exc)
+        pytest.fail(f"could not build {', '.join(names)}: {detail}", pytrace=False)
+
+
+def _benchmarks_of(state: _Session, image: str, package: EnvironmentPackage) -> dict[str, str]:
+    """Benchmark id -> factory entry for every Benchmark image holds.
+
+    Which ones: the image's `org.evopolicygym.benchmarks` label, else what
+    `python3 -m epg_sdk.checks --list` finds installed in it, else all the
+    package registers. Where each is made: the image's installed entry points,
+    else the package's.
+    """
+    if image not in state.benchmarks:
+        labels = state.engine.client.images.get(image).labels or {}
+        listed = _listed_in_image(state, image)
+        entries = {**package.table.benchmarks, **listed}
+        held = [name for name in labels.get(BENCHMARKS_LABEL, "").split(",") if name] or list(listed or package.table.benchmarks)
+        unknown = [name for name in held if name not in entries]
+        if unknown:
+            pytest.fail(f"{image} holds {', '.join(unknown)}, which neither the image's entry points "
+                        f"nor {package.root / 'pyproject.toml'} register", pytrace=False)
+        state.benchmarks[image] = {name: entries[name] for name in held}
+    return state.benchmarks[image]
+
+
+def _listed_in_image(state: _Session, image: str) -> dict[str, str]:
+    """The entry-point Benchmarks installed in image (`epg_sdk.checks --list`); empty when its SDK has no --list."""
+    status, stdout, _stderr = _run_in_image(state, image, ("python3", "-m", "epg_sdk.checks", "--list"), "env-list")
+    if status != 0:
+        return {}
+    try:
+        listed = json.loads(stdout.decode("utf-8", "replace").strip().splitlines()[-1])["benchmarks"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return {}
+    return {str(name): str(entry) for name, entry in listed.items()}
+
+
+def _check_in_image(state: _Session, image: str, benchmark_id: str, entry: str) -> CheckReport:
+    """Run `python3 -m epg_sdk.checks --entry ENTRY` inside image and parse the report it prints."""
+    from epg_sdk.checks import Check, CheckReport
+
+    status, stdout, stderr = _run_in_image(state, image, ("python3", "-m", "epg_sdk.checks", "--entry", entry), "env-check")
+    lines = stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        data = json.loads(lines[-1])
+        checks = tuple(Check(name=c["name"], ok=bool(c["ok"]), detail=c.get("detail", "")) for c in data["checks"])
+    except (ValueError, IndexError, KeyError, TypeError):
+        tail = (stdout + stderr).decode("utf-8", "replace")[-1500:]
+        pytest.fail(f"the checks of {benchmark_id} did not run inside {image} (exit {status}):\n{tail}", pytrace=False)
+    return CheckReport(benchmark_id=data.get("benchmark") or benchmark_id, checks=checks)
+
+
+def _run_in_image(state: _Session, image: str, command: tuple[str, ...], role: str) -> tuple[int | None, bytes, bytes]:
+    """Run command to its end in a hardened testcontainers container of image; return (exit status, stdout, stderr).
+
+    The container is the sandbox's kind (no network, read-only root, non-root,
+    no capabilities, limits, our labels) and is removed before this returns.
+    Fails the test when it does not end within CHECK_TIMEOUT_S.
+    """
+    from testcontainers.core.config import testcontainers_config
+    from testcontainers.core.container import DockerContainer
+
+    from orchestrator.backends.container_spec import ContainerSpec, to_docker_kwargs
+
+    # No Ryuk reaper: it is an image pulled from a registry, and our labels already let
+    # the session's own clean-up and `epg-orchestrate gc` find every container.
+    testcontainers_config.ryuk_disabled = True
+    spec = ContainerSpec(image=image, command=command, labels=state.labels.for_role(role),
+                         memory_bytes=2 * 1024**3, pids_limit=256)
+    kwargs = to_docker_kwargs(spec)
+    for name in ("image", "command", "detach"):
+        kwargs.pop(name)
+    tmpfs, environment = kwargs.pop("tmpfs"), kwargs.pop("environment")
+    container = DockerContainer(image, command=list(command), env=environment, **kwargs)
+    container.tmpfs = tmpfs
+    container.start()
+    try:
+        # testcontainers joins a guessed host network when it runs inside a container itself;
+        # NetworkDisabled keeps any network out, and this says so should the mode differ.
+        mode = container.get_wrapped_container().attrs["HostConfig"]["NetworkMode"]
+        if mode != "none":
+            pytest.fail(f"the container of {image} got network mode {mode!r} instead of none", pytrace=False)
+        try:
+            status = container.get_wrapped_container().wait(timeout=CHECK_TIMEOUT_S)
+        except Exception as exc:  # docker-py raises its transport's timeout
+            pytest.fail(f"{' '.join(command)} did not finish inside {image} within {CHECK_TIMEOUT_S:.0f} s: {exc}", pytrace=False)
+        stdout, stderr = container.get_logs()
+    finally:
+        container.stop()
+    return status.get("StatusCode"), stdout, stderr
