@@ -101,7 +101,7 @@ def capture_program(root: Path | str, limits: ProgramLimits = ProgramLimits()) -
     """
     root = Path(root)
     try:
-        fd = os.open(root, _DIR_FLAGS)
+        fd = os.open(root, SAFE_DIR_FLAGS)
     except FileNotFoundError:
         raise ProgramError(ProgramErrorCode.NOT_FOUND, f"program directory {root} does not exist") from None
     except OSError as exc:
@@ -135,8 +135,9 @@ def capture_program_at(dir_fd: int, limits: ProgramLimits = ProgramLimits()) -> 
     return Program(digest=program_digest(files), files=tuple(files))
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+# How the Host opens what an agent may have written: never through a symlink, never blocking.
+SAFE_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+SAFE_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 class _Walk:
@@ -160,7 +161,7 @@ class _Walk:
             if kind == "dir":
                 if depth + 1 >= self.limits.max_depth:
                     raise ProgramError(ProgramErrorCode.TOO_DEEP, f"{relative}/ is nested deeper than {self.limits.max_depth} levels")
-                child = self._open(fd, name, relative, _DIR_FLAGS)
+                child = self._open(fd, name, relative, SAFE_DIR_FLAGS)
                 try:
                     self._expect(child, stat.S_ISDIR, relative)
                     self.directory(child, relative + "/", depth + 1)
@@ -173,7 +174,7 @@ class _Walk:
         limits = self.limits
         if len(self.files) >= limits.max_files:
             raise ProgramError(ProgramErrorCode.TOO_MANY_FILES, f"more than {limits.max_files} files")
-        fd = self._open(parent, name, relative, _FILE_FLAGS)
+        fd = self._open(parent, name, relative, SAFE_FILE_FLAGS)
         try:
             size = self._expect(fd, stat.S_ISREG, relative).st_size
             if size > limits.max_file_bytes:

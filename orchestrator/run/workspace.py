@@ -18,10 +18,13 @@ import stat
 import struct
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.kernel.program import (
+    SAFE_DIR_FLAGS,
+    SAFE_FILE_FLAGS,
     Program,
     ProgramError,
     ProgramErrorCode,
@@ -33,8 +36,6 @@ from orchestrator.kernel.program import (
 
 CAPTURE_DEADLINE_S = 60.0
 HAND_OVER_MAX_DEPTH = 64  # deeper than any Program; what lies deeper the agent made itself
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _HEADER = struct.Struct("<IQ")
 
 
@@ -54,9 +55,9 @@ def open_agent_directory(workspace: Path, name: str) -> int:
     workspace itself belongs to the Host. Raises ProgramError when name is
     missing, a symlink or not a directory.
     """
-    parent = os.open(workspace, _DIR_FLAGS)
+    parent = os.open(workspace, SAFE_DIR_FLAGS)
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+        return os.open(name, SAFE_DIR_FLAGS, dir_fd=parent)
     except FileNotFoundError:
         raise ProgramError(ProgramErrorCode.NOT_FOUND, f"{name}/ does not exist in the workspace") from None
     except OSError as exc:
@@ -176,25 +177,35 @@ def _hand_over_tree(fd: int, agent: AgentIdentity, depth: int) -> int:
             names = [entry.name for entry in entries]
     except OSError:
         return changed
+    for _name, child, info in plain_entries(fd, names):
+        if stat.S_ISDIR(info.st_mode):
+            changed += _hand_over_tree(child, agent, depth + 1)
+        else:
+            changed += _claim(child, agent)
+    return changed
+
+
+def plain_entries(parent: int, names: Iterable[str]) -> Iterator[tuple[str, int, os.stat_result]]:
+    """Yield (name, descriptor, fstat of it) for each of names below parent that is a directory or a regular file.
+
+    Each is opened without following a link and without blocking; the
+    descriptor is closed when the next entry is asked for. Symlinks, FIFOs,
+    sockets and entries that vanish are skipped, never opened. The caller
+    decides by the fstat result, not by the name: an entry swapped after the
+    look may still be something else.
+    """
     for name in names:
         try:
-            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-        except OSError:
-            continue
-        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-            continue  # symlinks, FIFOs, sockets: never opened, never chowned
-        try:
-            child = os.open(name, _DIR_FLAGS if stat.S_ISDIR(mode) else _FILE_FLAGS, dir_fd=fd)
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                continue
+            child = os.open(name, SAFE_DIR_FLAGS if stat.S_ISDIR(mode) else SAFE_FILE_FLAGS, dir_fd=parent)
         except OSError:
             continue
         try:
-            if stat.S_ISDIR(os.fstat(child).st_mode):
-                changed += _hand_over_tree(child, agent, depth + 1)
-            else:
-                changed += _claim(child, agent)
+            yield name, child, os.fstat(child)
         finally:
             os.close(child)
-    return changed
 
 
 def _claim(fd: int, agent: AgentIdentity) -> int:

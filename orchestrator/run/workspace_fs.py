@@ -18,11 +18,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.kernel.program import SAFE_DIR_FLAGS
+from orchestrator.run.workspace import plain_entries
+
 IMAGE_NAME = "workspace.img"
 RESERVED_PERCENT = 5
 COPY_MAX_DEPTH = 64
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 class WorkspaceFsError(Exception):
@@ -102,10 +103,10 @@ def unmount_into_directory(root: Path, workspace: Path) -> None:
     if is_mounted(workspace):
         if staging.exists():
             shutil.rmtree(staging)
-        source = os.open(workspace, _DIR_FLAGS)
+        source = os.open(workspace, SAFE_DIR_FLAGS)
         try:
             staging.mkdir(mode=0o755)
-            target = os.open(staging, _DIR_FLAGS)
+            target = os.open(staging, SAFE_DIR_FLAGS)
             try:
                 _copy_tree(source, target, 0)
             finally:
@@ -122,34 +123,23 @@ def unmount_into_directory(root: Path, workspace: Path) -> None:
 def _copy_tree(source: int, target: int, depth: int) -> None:
     with os.scandir(source) as entries:
         names = [entry.name for entry in entries if entry.name != "lost+found" or depth > 0]
-    for name in names:
-        try:
-            mode = os.stat(name, dir_fd=source, follow_symlinks=False).st_mode
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)) or (stat.S_ISDIR(mode) and depth >= COPY_MAX_DEPTH):
-                continue
-            child = os.open(name, _DIR_FLAGS if stat.S_ISDIR(mode) else _FILE_FLAGS, dir_fd=source)
-        except OSError:
-            continue
-        try:
-            info = os.fstat(child)
-            if stat.S_ISDIR(info.st_mode):
-                os.mkdir(name, 0o700, dir_fd=target)
-                copy = os.open(name, _DIR_FLAGS, dir_fd=target)
-                try:
-                    _copy_tree(child, copy, depth + 1)
-                    _same_owner_and_mode(copy, info)
-                finally:
-                    os.close(copy)
-            elif stat.S_ISREG(info.st_mode):
-                copy = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=target)
-                try:
-                    while chunk := os.read(child, 1 << 20):
-                        os.write(copy, chunk)
-                    _same_owner_and_mode(copy, info)
-                finally:
-                    os.close(copy)
-        finally:
-            os.close(child)
+    for name, child, info in plain_entries(source, names):
+        if stat.S_ISDIR(info.st_mode) and depth < COPY_MAX_DEPTH:
+            os.mkdir(name, 0o700, dir_fd=target)
+            copy = os.open(name, SAFE_DIR_FLAGS, dir_fd=target)
+            try:
+                _copy_tree(child, copy, depth + 1)
+                _same_owner_and_mode(copy, info)
+            finally:
+                os.close(copy)
+        elif stat.S_ISREG(info.st_mode):
+            copy = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=target)
+            try:
+                while chunk := os.read(child, 1 << 20):
+                    os.write(copy, chunk)
+                _same_owner_and_mode(copy, info)
+            finally:
+                os.close(copy)
 
 
 def _same_owner_and_mode(fd: int, info: os.stat_result) -> None:

@@ -9,7 +9,6 @@ program/ and never block. These tests need root (the Host's usual case).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import stat
 import subprocess
@@ -36,13 +35,6 @@ ATTACK_S = 3.0
 def _as_root():
     if os.geteuid() != 0:
         pytest.fail("these tests attack a root Host and must run as root", pytrace=False)
-
-
-def _swapper():
-    spec = importlib.util.spec_from_file_location("swapper", SWAPPER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
