@@ -21,21 +21,16 @@ BASELINE = REPO / "environments" / "cartpole" / "baseline"
 SECRET = "sk-test-" + os.urandom(12).hex()
 GOOD_PARAMS = '{"weights": [0, 0, 1, 0.5], "bias": 0}'
 
+# The secret travels hex-encoded so that the command itself (which a CLI may keep in its session log) does not hold it;
+# grep gets it on stdin and searches the whole file system in C, fast enough for one shell turn on a loaded machine.
 SECRET_PROBE = f'''python3 - <<'EOF'
-import json, os
+import json, os, subprocess
 secret = bytes.fromhex("{SECRET.encode().hex()}")
 hits = [k for k, v in os.environ.items() if secret.decode() in v]
-for root, dirs, files in os.walk("/"):
-    dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
-    for name in files:
-        path = os.path.join(root, name)
-        try:
-            with open(path, "rb") as handle:
-                if secret in handle.read():
-                    hits.append(path)
-        except OSError:
-            pass
-json.dump({{"hits": hits, "interfaces": sorted(os.listdir("/sys/class/net"))}}, open("analysis/secret.json", "w"))
+found = subprocess.run(["grep", "-rlsF", "-D", "skip", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev", "-f", "-", "/"],
+                       input=secret + b"\\n", capture_output=True)
+hits += found.stdout.decode(errors="replace").split()
+json.dump({{"hits": hits, "grep_status": found.returncode, "interfaces": sorted(os.listdir("/sys/class/net"))}}, open("analysis/secret.json", "w"))
 EOF'''
 
 REFUSAL_PROBE = '''python3 - <<'EOF'
@@ -146,7 +141,8 @@ def test_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, provi
 
     # The credential never reached the container: not in its environment, not in any file it could read.
     secret_report = json.loads((run_dir / "workspace" / "analysis" / "secret.json").read_text())
-    assert secret_report == {"hits": [], "interfaces": ["lo"]}
+    assert secret_report["grep_status"] in (1, 2), secret_report  # grep ran to the end: 1 nothing found, 2 some file unreadable
+    assert (secret_report["hits"], secret_report["interfaces"]) == ([], ["lo"])
     readable = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
     assert SECRET not in readable and SECRET not in (run_dir / "agent" / "stdout.log").read_text()
 
