@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker images demo evaluate test unit bench bench-engine proto gc clean
+.PHONY: setup docker images demo evaluate test lint unit bench bench-engine proto gc clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,11 @@ demo: setup docker
 evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
-test: setup docker
+test: lint docker
 	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
 
 unit: setup
 	$(BIN)/python -m pytest tests/unit tests/packaging environments tests/environments --ignore-glob='environments/*/tests/image'

@@ -138,7 +138,7 @@ def spec_check(spec_file: Path) -> None:
     except SpecError as exc:
         for problem in exc.problems:
             err.print(f"{spec_file}: {problem}", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     out.print(f"{spec_file}: valid ({spec.agent.kind} agent on {spec.benchmark}, {spec.budget.episodes} Episodes)")
 
 

@@ -7,7 +7,6 @@ killed orchestrator stopped: "agent" (the agent works; Submissions), then
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -278,7 +277,7 @@ class RunDriver:
         # Every candidate on the same Episodes, all in one concurrent batch.
         feedbacks = evaluate_programs(sandbox, programs, episodes)
         results, table = [], []
-        for order, (submission_id, program, feedback) in enumerate(zip(candidates, programs, feedbacks)):
+        for order, (submission_id, program, feedback) in enumerate(zip(candidates, programs, feedbacks, strict=True)):
             failures = sum(1 for e in feedback.episodes if e.failure is not None)
             results.append(CandidateResult(submission_id=submission_id, order=order, score=feedback.score, policy_failures=failures))
             table.append({"submission_id": submission_id, "program_digest": program.digest, "score": feedback.score,

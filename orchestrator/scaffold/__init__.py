@@ -131,7 +131,7 @@ def _space_table(space: dict[str, Any]) -> str:
     lines = [f"A NumPy array of shape `{tuple(space['shape'])}`, dtype `{space['dtype']}`:", "", "| index | low | high |", "| --- | --- | --- |"]
     if len(flat_low) > 32:
         return "\n".join(lines[:1] + ["", f"bounds from {min(flat_low)} to {max(flat_high)} ({len(flat_low)} components)."])
-    lines += [f"| {i} | {lo} | {hi} |" for i, (lo, hi) in enumerate(zip(flat_low, flat_high))]
+    lines += [f"| {i} | {lo} | {hi} |" for i, (lo, hi) in enumerate(zip(flat_low, flat_high, strict=True))]
     return "\n".join(lines)
 
 

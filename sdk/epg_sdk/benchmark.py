@@ -138,7 +138,7 @@ class Benchmark(abc.ABC):
                 "truncated": r.truncated,
                 "summary": r.summary,
             }
-            for r, ret in zip(records, returns)
+            for r, ret in zip(records, returns, strict=True)
         ]
         values = {
             self.spec.primary_metric: score,

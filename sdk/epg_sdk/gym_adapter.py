@@ -92,7 +92,7 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
         elif isinstance(space, spaces.Tuple):
             if not isinstance(action, (list, tuple)) or len(action) != len(space.spaces):
                 raise InvalidAction(f"expected a sequence of {len(space.spaces)} actions")
-            return tuple(coerce_action(s, a) for s, a in zip(space.spaces, action))
+            return tuple(coerce_action(s, a) for s, a in zip(space.spaces, action, strict=True))
         else:
             value = np.asarray(action, dtype=space.dtype)
     except (TypeError, ValueError, OverflowError) as exc:

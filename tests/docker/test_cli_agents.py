@@ -158,7 +158,7 @@ def test_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, provi
     responses = {p["seq"]: p for p in provided if p["dir"] == "response"}
     assert [json.loads(e["request"]) for e in forwarded] == [p["body"] for p in requests]
     assert len(forwarded) >= len(TURNS) - 1
-    for entry, request in zip(forwarded, requests):
+    for entry, request in zip(forwarded, requests, strict=False):  # the last request may have no forwarded twin yet
         events = responses[request["seq"]].get("sse") or []
         assert entry["status"] == 200
         assert all(json.dumps(event) in entry["response"] for event in events)

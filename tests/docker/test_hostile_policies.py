@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from programs import STEADY
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -12,9 +13,6 @@ from orchestrator.backends.sandbox import SandboxLimits
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
-
-from programs import STEADY
-
 
 
 def _one(sandbox, program_dir, index=0):

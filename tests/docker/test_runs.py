@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from programs import STEADY
 
 from orchestrator.backends.labels import selector
 from orchestrator.kernel.program import capture_program
-
-from programs import STEADY
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "environments" / "cartpole" / "baseline"
@@ -110,7 +109,8 @@ for module in ("gymnasium", "epg_env_cartpole", "epg_sdk", "epg_sdk.runtime.runn
     except ImportError:
         facts[module] = False
 facts["private_visible"] = any(os.path.exists(p) for p in ("/workspace/private", "/workspace/../private", "/epg/private", "/run/private"))
-facts["pool_anywhere"] = subprocess.run(["sh", "-c", "grep -rl policy_seed / --include=*.json 2>/dev/null | grep -v ^/proc | head -1"], capture_output=True, text=True).stdout.strip()
+search = "grep -rl policy_seed / --include=*.json 2>/dev/null | grep -v ^/proc | head -1"
+facts["pool_anywhere"] = subprocess.run(["sh", "-c", search], capture_output=True, text=True).stdout.strip()
 try:
     open("/workspace/feedback/x", "w").write("x")
     facts["feedback_writable"] = True

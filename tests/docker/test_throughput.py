@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from programs import STEADY
+
 from orchestrator.backends.labels import selector
 from orchestrator.backends.sandbox import SandboxTuning
 from orchestrator.kernel.evaluation import evaluate_program, evaluate_programs
 from orchestrator.kernel.program import capture_program
-
-from programs import STEADY
 
 RANDOM_POLICY = '''
 class Policy:

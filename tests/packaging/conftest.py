@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from venvs import WHEEL_REQUIREMENTS, Venv, copy_sources, make_venv, wheel_dir
 
 

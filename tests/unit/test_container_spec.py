@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from typing import get_args
+
+import pytest
 
 from orchestrator.backends.container_spec import RUNTIMES, BindMount, ContainerSpec, to_docker_kwargs
 from orchestrator.backends.engine import DockerEngine

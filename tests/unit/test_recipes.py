@@ -8,15 +8,15 @@ import pytest
 
 from orchestrator.images.catalogue import REPO_ROOT, discover, resolve_benchmark
 from orchestrator.images.recipes import (
+    IMAGES,
     POLICY_FILES,
     SDK_DISTRIBUTION,
     SDK_REQUIREMENT,
-    IMAGES,
     ImageRecipe,
     NpmBinary,
+    _merge_requirements,
     agent_base_recipe,
     cli_agent_recipes,
-    _merge_requirements,
     environment_recipe,
     policy_runtime_recipe,
 )

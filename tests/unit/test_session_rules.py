@@ -427,7 +427,7 @@ def test_two_concurrent_submits_admit_exactly_one_and_refuse_the_other_as_busy()
         barrier = threading.Barrier(2)
         outcomes: list[object] = []
 
-        def submit(selector: str) -> None:
+        def submit(selector: str, state=state, barrier=barrier, outcomes=outcomes) -> None:
             barrier.wait()
             try:
                 outcomes.append(state.admit(selector, DIGEST))

@@ -7,7 +7,6 @@ serialized message. Reads are buffered so that a small frame costs one recv().
 from __future__ import annotations
 
 import math
-import os
 import socket
 import struct
 import time
