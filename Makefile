@@ -33,7 +33,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 unit: setup
-	$(BIN)/python -m pytest tests/unit tests/packaging environments tests/environments --ignore-glob='environments/*/tests/image'
+	$(BIN)/python -m pytest -m 'not docker'
 
 bench: setup docker
 	$(BIN)/python bench/bench.py

@@ -96,6 +96,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(name, help_text, default=None)
 
 
+DOCKER_MARKER = "docker: needs the real Docker engine (never skipped: a missing engine fails the run)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", DOCKER_MARKER)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the plugin's engine with `docker`, so `-m "not docker"` selects the tests that need none."""
+    for item in items:
+        if "_epg_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docker)
+
+
 def _option(config: pytest.Config, name: str) -> str | None:
     value = config.getoption(name)
     return value if value is not None else config.getini(name)

@@ -1,4 +1,4 @@
-"""Shared fixtures: Programs written from source text, a private data directory."""
+"""Shared fixtures (Programs written from source text, a private data directory) and the `docker` marker."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+DOCKER_TESTS = Path(__file__).resolve().parent / "docker"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark with `docker` every test in tests/docker and every test that uses the `engine` fixture, directly or through another."""
+    for item in items:
+        if item.path.is_relative_to(DOCKER_TESTS) or "engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docker)
 
 
 @pytest.fixture(scope="session", autouse=True)
