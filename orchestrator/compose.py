@@ -14,7 +14,8 @@ from orchestrator.backends.engine import DockerEngine, ReapReport
 from orchestrator.backends.labels import OWNER, LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import resolve_benchmark
+from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
+from orchestrator.records import provenance
 
 Progress = Callable[[str], None]
 
@@ -85,3 +86,16 @@ def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: N
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
     with DockerSandbox(engine, images, options.limits, labels, tuning=options.tuning) as sandbox:
         yield sandbox
+
+
+def sandbox_provenance(sandbox: DockerSandbox, package: EnvironmentPackage | None) -> dict[str, object]:
+    """The provenance fields of an evaluation on sandbox: software, images (tag and id), the Benchmark package."""
+    ids = sandbox.image_ids()
+    images = {
+        "policy_runtime": provenance.image(sandbox.images.policy_runtime, ids["policy_runtime"]),
+        "environment": provenance.image(sandbox.images.environment, ids["environment"]),
+    }
+    fields: dict[str, object] = {"software": provenance.software(), "images": images}
+    if package is not None:
+        fields["benchmark_package"] = provenance.benchmark_package(package.distribution, package.version, package.image)
+    return fields

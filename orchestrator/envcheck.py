@@ -47,6 +47,7 @@ class EnvCheck:
     name: str
     ok: bool
     detail: str = ""
+    finished: bool = True  # False: the check did not finish in time, so nothing is known (an infrastructure outcome)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +61,11 @@ class EnvReport:
     def ok(self) -> bool:
         return bool(self.checks) and all(check.ok for check in self.checks)
 
+    @property
+    def finished(self) -> bool:
+        """Whether every check ran to its end (a check that timed out says nothing about the image)."""
+        return all(check.finished for check in self.checks)
+
     def failures(self) -> list[str]:
         return [f"{c.benchmark}: {c.name}: {c.detail}" for c in self.checks if not c.ok]
 
@@ -69,7 +75,8 @@ class EnvReport:
             "image_id": self.image_id,
             "benchmarks": list(self.benchmarks),
             "ok": self.ok,
-            "checks": [{"benchmark": c.benchmark, "name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "finished": self.finished,
+            "checks": [{"benchmark": c.benchmark, "name": c.name, "ok": c.ok, "detail": c.detail, "finished": c.finished} for c in self.checks],
         }
 
 
@@ -225,7 +232,8 @@ def _installed_in_image(engine: DockerEngine, image: str, scope: str) -> dict[st
 def _conformance(engine: DockerEngine, image: str, benchmark_id: str, entry: str, scope: str) -> list[EnvCheck]:
     code, stdout, both = _run_in_image(engine, image, ("python3", "-m", "epg_sdk.checks", "--entry", entry), scope)
     if code is None:
-        return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"not finished within {CHECK_TIMEOUT_S:.0f} s")]
+        return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"not finished within {CHECK_TIMEOUT_S:.0f} s",
+                         finished=False)]
     try:
         report = json.loads(stdout.strip().splitlines()[-1])
         return [EnvCheck(benchmark=benchmark_id, name=c["name"], ok=bool(c["ok"]), detail=c["detail"]) for c in report["checks"]]

@@ -148,6 +148,16 @@ class DockerSandbox:
         return self._labels
 
     @property
+    def images(self) -> SandboxImages:
+        return self._images
+
+    def image_ids(self) -> dict[str, str]:
+        """The engine's id of the environment and policy-runtime images ("" for one it does not hold)."""
+        found = {name: self._engine.image_labels(tag) for name, tag in
+                 (("environment", self._images.environment), ("policy_runtime", self._images.policy_runtime))}
+        return {name: labels[0] if labels else "" for name, labels in found.items()}
+
+    @property
     def pool(self) -> ContainerPool:
         assert self._pool is not None, "use DockerSandbox as a context manager"
         return self._pool

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from orchestrator.cli import envtest, evaluate, housekeeping, images, run
+from orchestrator.cli import envtest, evaluate, housekeeping, images, run, runs
+from orchestrator.records.provenance import software
 
 app = typer.Typer(
     name="epg-orchestrate",
@@ -13,10 +16,31 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        versions = software()
+        print(f"epg-orchestrate {versions['orchestrator']} (epg-sdk {versions['epg_sdk'] or 'not installed'}, "
+              f"policy ABI {versions['policy_abi']}, Python {versions['python']})")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", help="Print the versions and exit.", callback=_version, is_eager=True)] = False,
+) -> None:
+    """Run EvoPolicyGym policies in fresh, hardened containers.
+
+    Exit status of every command: 0 ok, 1 bad input (spec, Program, name, path or record) or a failed check,
+    2 usage (unknown option, missing or malformed argument), 3 infrastructure (engine, image build, registry, runner).
+    """
+
+
 app.command("run")(run.run)
 app.command("evaluate")(evaluate.evaluate)
-app.add_typer(run.spec_app, name="spec")
-app.add_typer(run.runs_app, name="runs")
+app.add_typer(runs.spec_app, name="spec")
+app.add_typer(runs.runs_app, name="runs")
 app.add_typer(images.app, name="images")
 app.add_typer(envtest.app, name="env")
 app.command("gc")(housekeeping.gc)

@@ -1,11 +1,14 @@
-"""Shared CLI pieces: consoles, error printing, option parsing."""
+"""Shared CLI pieces: consoles, the exit-code scheme, error printing (text or JSON), option parsing."""
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
+from contextvars import ContextVar
+from enum import IntEnum
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -17,8 +20,31 @@ from orchestrator.kernel.units import parse_bytes
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)
 
-EXIT_USER_ERROR = 1
-EXIT_INFRASTRUCTURE = 3
+
+class ExitCode(IntEnum):
+    """Every command's exit status (README, "Exit status")."""
+
+    OK = 0
+    BAD_INPUT = 1  # a spec, Program, path, name or record the user gave is wrong; or a check the command ran failed
+    USAGE = 2  # the command line itself: unknown option, missing argument (typer's usage errors exit 2 too)
+    INFRASTRUCTURE = 3  # the engine, an image build, a registry, a runner: nothing the input could fix
+
+
+_KINDS = {ExitCode.BAD_INPUT: "bad_input", ExitCode.USAGE: "usage", ExitCode.INFRASTRUCTURE: "infrastructure"}
+
+# Set by a command given --json: its failures then also print one JSON object on stdout.
+_json_output: ContextVar[bool] = ContextVar("json_output", default=False)
+
+
+def json_mode(enabled: bool) -> None:
+    """Make this command's errors print as JSON on stdout as well (call first in a command taking --json)."""
+    _json_output.set(enabled)
+
+
+def print_json(document: Any) -> None:
+    """Print one JSON object on stdout: the whole output of a command given --json."""
+    print(json.dumps(document))
+
 
 def parse_size(text: str) -> int:
     """Return the byte count of a size such as 512m, 1g, 1.5GiB or 1048576. Raises typer.BadParameter."""
@@ -28,9 +54,24 @@ def parse_size(text: str) -> int:
         raise typer.BadParameter(str(exc)) from None
 
 
-def fail(message: str, code: int = EXIT_USER_ERROR) -> NoReturn:
+def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT, *, problems: list[str] | None = None, error_code: str = "") -> NoReturn:
+    """Print the error (one line, then one line per problem) on stderr and exit with code.
+
+    Under --json stdout gets `{"error": {"kind", "code", "message", "problems"}, "exit_code"}` too.
+    """
+    code = ExitCode(code)
     err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
+    for problem in problems or ():
+        err.print(f"  {problem}", highlight=False)
+    if _json_output.get():
+        print_json({"error": {"kind": _KINDS[code], "code": error_code or _KINDS[code], "message": message, "problems": problems or []},
+                    "exit_code": int(code)})
+    raise typer.Exit(int(code))
+
+
+def usage(message: str) -> NoReturn:
+    """A command line that cannot mean anything (e.g. two arguments that exclude each other): exit 2."""
+    fail(message, ExitCode.USAGE)
 
 
 def fail_infrastructure(exc: InfrastructureError, diagnostics_dir: Path | None = None) -> NoReturn:
@@ -40,5 +81,5 @@ def fail_infrastructure(exc: InfrastructureError, diagnostics_dir: Path | None =
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{exc.code.value}.log"
         path.write_text(exc.evidence)
-        fail(f"{exc.code.value}: {exc.message} (diagnostics: {path})", EXIT_INFRASTRUCTURE)
-    fail(f"{exc.code.value}: {exc.message}", EXIT_INFRASTRUCTURE)
+        fail(f"{exc.code.value}: {exc.message} (diagnostics: {path})", ExitCode.INFRASTRUCTURE, error_code=exc.code.value)
+    fail(f"{exc.code.value}: {exc.message}", ExitCode.INFRASTRUCTURE, error_code=exc.code.value)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,8 +9,8 @@ import typer
 from rich.table import Table
 
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.cli.common import err, fail, fail_infrastructure, out
-from orchestrator.cli.options import Base, Environments, Scope, environment_roots
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
+from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
 from orchestrator.envcheck import EnvCheckError, EnvReport, check_environment
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
@@ -23,16 +22,19 @@ app = typer.Typer(help="Check and create environment packages and images.", no_a
 def env_test(
     target: Annotated[str, typer.Argument(help="An image (repo:tag or id), a Benchmark id or alias (its image is built if needed), or a package directory.")],
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes of the baseline run.")] = 3,
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline Program directory (default: the package's, or the image's).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline Program directory (default: the package's, or the image's).",
+                                                         exists=True, file_okay=False)] = None,
+    as_json: Json = False,
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
 ) -> None:
     """Conformance of every Benchmark inside the image, then a baseline Program through the sandbox on that image.
 
-    Exit status: 0 every check passed, 1 a check failed or the target is bad, 3 infrastructure.
+    Exit status: 0 every check passed, 1 a check failed or the target is bad, 2 usage,
+    3 infrastructure (the engine, an image build, or a check that did not finish in time).
     """
+    json_mode(as_json)
     progress = (lambda message: None) if as_json else (lambda message: err.print(f"[dim]{message}[/]", highlight=False))
     try:
         engine = DockerEngine.connect()
@@ -43,11 +45,13 @@ def env_test(
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     if as_json:
-        print(json.dumps(report.to_json()))
+        print_json(report.to_json())
     else:
         _print_table(report)
+    if not report.finished:
+        raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
     if not report.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(int(ExitCode.BAD_INPUT))
 
 
 def _print_table(report: EnvReport) -> None:
@@ -66,12 +70,17 @@ def env_new(
     benchmark_id: Annotated[str, typer.Option("--benchmark-id", help="The Benchmark id (default: the gymnasium id).")] = "",
     name: Annotated[str, typer.Option("--name", help="Package name NAME: distribution epg-env-NAME, image env-NAME (default: from the directory).")] = "",
     failure_return: Annotated[float, typer.Option("--failure-return", help="What a failed Episode scores: below the worst return of a completed one.")] = 0.0,
+    as_json: Json = False,
 ) -> None:
     """Generate an environment package wrapping a gymnasium environment: pyproject, module, README with its real spaces, a weak baseline, tests."""
+    json_mode(as_json)
     try:
         created = new_gymnasium_package(directory, gymnasium, benchmark_id=benchmark_id or gymnasium,
                                          name=name or directory.name, failure_return=failure_return)
     except ScaffoldError as exc:
         fail(str(exc))
+    if as_json:
+        print_json({"root": str(created.root), "benchmark_id": created.benchmark_id, "image": created.image})
+        return
     out.print(f"created {created.root} ({created.benchmark_id}, image {created.image}); check it with `epg-orchestrate env test {created.root}`",
               highlight=False)

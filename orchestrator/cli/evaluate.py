@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,25 +13,27 @@ from rich.table import Table
 from epg_sdk.planning import SPLITS
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
-from orchestrator.cli.common import err, fail, fail_infrastructure, out, parse_size
-from orchestrator.cli.options import Base, Concurrency, Environments, PoolSize, Runtime, Scope, environment_roots
-from orchestrator.compose import SandboxOptions, open_sandbox
-from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
+from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, usage
+from orchestrator.cli.options import Base, Concurrency, Environments, Json, OutputDir, PoolSize, Runtime, Scope, environment_roots
+from orchestrator.compose import SandboxOptions, open_sandbox, sandbox_provenance
+from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.evaluation import Evaluation, evaluate_program
-from orchestrator.kernel.program import ProgramError, capture_program
+from orchestrator.kernel.program import Program, ProgramError, capture_program
 from orchestrator.records.atomic import write_json
 from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
+from orchestrator.records.provenance import timing, utc_now
 
 
 def evaluate(
-    program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False)],
+    program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False,
+                                                exists=True, file_okay=False)],
     benchmark: Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark id or alias, e.g. CartPole-v1 or cartpole.")],
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=100_000, help="Number of Episodes.")] = 10,
     split: Annotated[str, typer.Option("--split", help=f"Episode split: {', '.join(SPLITS)}.")] = "train",
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Episode plan and the policy seeds.")] = 0,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write feedback.json, evaluation.json and artifacts/ here.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    out_dir: OutputDir = None,
+    as_json: Json = False,
     memory: Annotated[str, typer.Option("--memory", help="Memory limit of each policy container.")] = "512m",
     cpus: Annotated[float, typer.Option("--cpus", min=0.05, help="CPU limit of each policy container.")] = 1.0,
     pids: Annotated[int, typer.Option("--pids", min=8, help="Process limit of each policy container.")] = 64,
@@ -45,9 +47,14 @@ def evaluate(
     environments: Environments = None,
     scope: Scope = "",
 ) -> None:
-    """Evaluate PROGRAM_DIR on a benchmark; every Episode runs in a fresh, hardened container."""
+    """Evaluate PROGRAM_DIR on a benchmark; every Episode runs in a fresh, hardened container.
+
+    --output DIR writes feedback.json, evaluation.json and artifacts/ there (--out is the same option).
+    Exit status: 0 evaluated (whatever the policy did), 1 bad Program or Benchmark, 2 usage, 3 infrastructure.
+    """
+    json_mode(as_json)
     if split not in SPLITS:
-        fail(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
+        usage(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
     try:
         program = capture_program(program_dir)
     except ProgramError as exc:
@@ -60,30 +67,33 @@ def evaluate(
     )
     roots = environment_roots(environments)
     try:
-        resolve_benchmark(benchmark, discover(roots))
+        package, _, _ = resolve_benchmark(benchmark, discover(roots))
     except CatalogueError as exc:
         fail(str(exc))
     tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime)
     options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots)
+    started, clock = utc_now(), time.monotonic()
     try:
-        evaluation = _run(options, program, split, seed, episodes, quiet=as_json)
+        evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json)
     except ProgramError as exc:
         fail(f"invalid Program: {exc.message}")
     except CatalogueError as exc:
         fail(str(exc))
     except InfrastructureError as exc:
         fail_infrastructure(exc, out_dir / "diagnostics" if out_dir else None)
-    document = evaluation_json(evaluation)
+    document = evaluation_json(evaluation, {**produced_by, "episodes_run": len(evaluation.feedback.episodes),
+                                            **timing(started, time.monotonic() - clock)})
     if out_dir is not None:
         publish_feedback(out_dir, feedback_json(evaluation.feedback, program.digest), evaluation.feedback.artifacts)
         write_json(out_dir / "evaluation.json", document)
     if as_json:
-        print(json.dumps(document))
+        print_json(document)
     else:
         _print_report(evaluation, out_dir)
 
 
-def _run(options: SandboxOptions, program, split: str, seed: int, episodes: int, quiet: bool) -> Evaluation:
+def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program, split: str, seed: int, episodes: int,
+         quiet: bool) -> tuple[Evaluation, dict[str, object]]:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=quiet) as progress:
         task = progress.add_task("preparing the sandbox", total=episodes)
@@ -97,7 +107,8 @@ def _run(options: SandboxOptions, program, split: str, seed: int, episodes: int,
 
         with open_sandbox(options, progress=note) as sandbox:
             progress.update(task, description="Episodes")
-            return evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance)
+            evaluation = evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance)
+            return evaluation, sandbox_provenance(sandbox, package)
 
 
 def _print_report(evaluation: Evaluation, out_dir: Path | None) -> None:

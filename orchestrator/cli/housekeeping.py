@@ -9,8 +9,8 @@ from rich.table import Table
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import selector
-from orchestrator.cli.common import fail, fail_infrastructure, out
-from orchestrator.cli.options import Environments, environment_roots
+from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json
+from orchestrator.cli.options import Environments, Json, environment_roots
 from orchestrator.compose import reap_orphans
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
@@ -19,8 +19,13 @@ from orchestrator.kernel.codes import InfrastructureError
 def gc(
     all_: Annotated[bool, typer.Option("--all", help="Also reap resources of orchestrator processes that are still running.")] = False,
     scope: Annotated[str, typer.Option("--scope", help="Only resources with this scope label.")] = "",
+    as_json: Json = False,
 ) -> None:
-    """Reap leftover containers, networks and volumes by label (by default those of dead processes)."""
+    """Reap leftover containers, networks and volumes by label (by default those of dead processes).
+
+    Exit status: 0 reaped (or nothing to reap), 3 the engine did not answer or refused a removal.
+    """
+    json_mode(as_json)
     try:
         engine = DockerEngine.connect()
         if all_ or scope:
@@ -29,21 +34,32 @@ def gc(
             report = reap_orphans(engine)
     except InfrastructureError as exc:
         fail_infrastructure(exc)
-    out.print(f"reaped {report.containers} containers, {report.networks} networks, {report.volumes} volumes")
+    if as_json:
+        print_json({"containers": report.containers, "networks": report.networks, "volumes": report.volumes, "errors": report.errors})
+    else:
+        out.print(f"reaped {report.containers} containers, {report.networks} networks, {report.volumes} volumes")
     if report.errors:
-        fail("could not remove: " + "; ".join(report.errors))
+        if as_json:  # the JSON above holds the errors already
+            raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
+        fail("could not remove: " + "; ".join(report.errors), ExitCode.INFRASTRUCTURE)
 
 
-def benchmarks(environments: Environments = None) -> None:
+def benchmarks(environments: Environments = None, as_json: Json = False) -> None:
     """List the benchmarks of the environment packages."""
+    json_mode(as_json)
     try:
         packages = discover(environment_roots(environments))
     except CatalogueError as exc:
         fail(str(exc))
+    rows = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
+             "package": str(package.root), "distribution": package.distribution, "version": package.version}
+            for package in packages for benchmark_id, entry in package.table.benchmarks.items()]
+    if as_json:
+        print_json({"benchmarks": rows})
+        return
     table = Table()
     for column in ("benchmark", "aliases", "image", "package"):
         table.add_column(column)
-    for package in packages:
-        for benchmark_id in package.table.benchmarks:
-            table.add_row(benchmark_id, ", ".join(package.table.aliases), package.image, str(package.root))
+    for row in rows:
+        table.add_row(row["id"], ", ".join(row["aliases"]), row["image"], row["package"])
     out.print(table)

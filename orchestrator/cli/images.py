@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
@@ -11,8 +10,8 @@ import typer
 from rich.table import Table
 
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.cli.common import err, fail, fail_infrastructure, out
-from orchestrator.cli.options import Base, Environments, environment_roots
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
+from orchestrator.cli.options import Base, Environments, Json, environment_roots
 from orchestrator.images import registry as registries
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError
@@ -21,7 +20,6 @@ from orchestrator.kernel.codes import InfrastructureError
 app = typer.Typer(help="Build, list, push and pull the offline images.", no_args_is_help=True)
 
 Names = Annotated[Optional[list[str]], typer.Argument(help="Images (default: all).", show_default=False)]
-Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (progress stays on stderr).")]
 Registry = Annotated[str, typer.Option("--registry", help="Registry as HOST[:PORT]; images go to HOST[:PORT]/epg/NAME:TAG.", show_default=False)]
 
 
@@ -34,7 +32,7 @@ def _fail_from(exc: Exception) -> NoReturn:
     if isinstance(exc, InfrastructureError):
         fail_infrastructure(exc)
     if isinstance(exc, registries.RegistryError):
-        fail(str(exc), code=3)
+        fail(str(exc), ExitCode.INFRASTRUCTURE)
     fail(str(exc).strip("'\""))
 
 
@@ -44,6 +42,7 @@ Failures = (InfrastructureError, KeyError, CatalogueError, registries.RegistryEr
 @app.command("build")
 def build(names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
     """Build images whose inputs changed; an image with the same inputs is never rebuilt."""
+    json_mode(as_json)
     try:
         results = _builder(base, environments).ensure(names or None)
     except Failures as exc:
@@ -51,7 +50,7 @@ def build(names: Names = None, base: Base = "auto", environments: Environments =
     built = [r for r in results if r.built]
     if as_json:
         images = [{"name": r.name, "tag": r.tag, "id": r.image_id, "built": r.built, "seconds": round(r.seconds, 3)} for r in results]
-        print(json.dumps({"images": images, "built": len(built), "up_to_date": len(results) - len(built)}))
+        print_json({"images": images, "built": len(built), "up_to_date": len(results) - len(built)})
         return
     for result in results:
         out.print(f"{result.name:<28} {result.tag:<52} {'built' if result.built else 'up to date'}", highlight=False)
@@ -59,27 +58,36 @@ def build(names: Names = None, base: Base = "auto", environments: Environments =
 
 
 @app.command("list")
-def list_images(base: Base = "auto", environments: Environments = None) -> None:
-    """List every image of the catalogue with its content-hash tag and whether it is built."""
+def list_images(base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
+    """List every image of the catalogue with its content-hash tag and whether it is built (a missing base is not made)."""
+    json_mode(as_json)
     try:
-        statuses = _builder(base, environments).status()
-    except InfrastructureError as exc:
-        fail_infrastructure(exc)
+        statuses = _builder(base, environments).status(make_base=False)
+    except Failures as exc:
+        _fail_from(exc)
+    if as_json:
+        print_json({"images": [{"name": s.name, "tag": s.tag or None, "present": s.present, "pinned": s.pinned or None} for s in statuses]})
+        return
     table = Table()
     for column in ("image", "tag", "state", "pinned"):
         table.add_column(column)
     for status in statuses:
-        table.add_row(status.name, status.tag, "built" if status.present else "[yellow]missing[/]", status.pinned or "-")
+        state = "built" if status.present else "[yellow]missing[/]" if status.tag else "[yellow]no base image yet[/]"
+        table.add_row(status.name, status.tag or "-", state, status.pinned or "-")
     out.print(table)
 
 
 @app.command("prune")
-def prune(base: Base = "auto", environments: Environments = None) -> None:
+def prune(base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
     """Remove images built from inputs that are no longer current."""
+    json_mode(as_json)
     try:
         removed = _builder(base, environments).prune()
-    except InfrastructureError as exc:
-        fail_infrastructure(exc)
+    except Failures as exc:
+        _fail_from(exc)
+    if as_json:
+        print_json({"removed": removed})
+        return
     for tag in removed:
         out.print(f"removed {tag}", highlight=False)
     out.print(f"{len(removed)} outdated images removed")
@@ -94,6 +102,7 @@ def context(
     as_json: Json = False,
 ) -> None:
     """Write the build context the builder would use for NAME, and print the `docker build` command for it."""
+    json_mode(as_json)
     try:
         written = _builder(base, environments).context(name, directory)
     except Failures as exc:
@@ -101,14 +110,14 @@ def context(
     args = " ".join(f"--build-arg {key}={shlex.quote(value)}" for key, value in written.build_args.items())
     command = f"docker build {args} -t {written.tag} {shlex.quote(str(directory))}"
     if as_json:
-        print(json.dumps({"name": written.name, "tag": written.tag, "directory": str(directory), "build_args": written.build_args, "command": command}))
+        print_json({"name": written.name, "tag": written.tag, "directory": str(directory), "build_args": written.build_args, "command": command})
         return
     out.print(command, highlight=False, soft_wrap=True)
 
 
-def _transfer_json(registry: str, transfers: list[registries.Transfer]) -> str:
+def _transfer_json(registry: str, transfers: list[registries.Transfer]) -> dict:
     images = [{"name": t.name, "tag": t.tag, "remote": t.remote, "id": t.image_id, "seconds": round(t.seconds, 3)} for t in transfers]
-    return json.dumps({"registry": registry, "images": images})
+    return {"registry": registry, "images": images}
 
 
 def _print_transfers(verb: str, transfers: list[registries.Transfer]) -> None:
@@ -120,6 +129,7 @@ def _print_transfers(verb: str, transfers: list[registries.Transfer]) -> None:
 @app.command("push")
 def push(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
     """Push built images as HOST[:PORT]/epg/NAME:TAG (a bootstrapped base image too, so `pull` elsewhere finds the same tags)."""
+    json_mode(as_json)
     try:
         registries.check_registry(registry)
         builder = _builder(base, environments)
@@ -131,7 +141,7 @@ def push(registry: Registry, names: Names = None, base: Base = "auto", environme
     except Failures as exc:
         _fail_from(exc)
     if as_json:
-        print(_transfer_json(registry, transfers))
+        print_json(_transfer_json(registry, transfers))
     else:
         _print_transfers("pushed", transfers)
 
@@ -139,6 +149,7 @@ def push(registry: Registry, names: Names = None, base: Base = "auto", environme
 @app.command("pull")
 def pull(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
     """Pull images pushed by `images push` and tag them epg/NAME:TAG, so `images build` finds them up to date."""
+    json_mode(as_json)
     progress = lambda m: err.print(m, highlight=False)  # noqa: E731
     try:
         registries.check_registry(registry)
@@ -152,6 +163,6 @@ def pull(registry: Registry, names: Names = None, base: Base = "auto", environme
     except Failures as exc:
         _fail_from(exc)
     if as_json:
-        print(_transfer_json(registry, transfers))
+        print_json(_transfer_json(registry, transfers))
     else:
         _print_transfers("pulled", transfers)

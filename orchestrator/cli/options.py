@@ -24,8 +24,21 @@ Scope = Annotated[
 ]
 
 
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout (progress and errors stay on stderr).")]
+OutputDir = Annotated[
+    Optional[Path],
+    typer.Option("--output", "-o", "--out", help="Directory the command writes its records to.", show_default=False),
+]
+
+
 def environment_roots(extra: list[Path] | None) -> list[Path] | None:
-    """The extra roots, then the bundled environments/ (installed distributions are always searched); None for the default alone."""
+    """The extra roots, then the bundled environments/ (installed distributions are always searched); None for the default alone.
+
+    Raises typer.BadParameter for a root that is not a directory.
+    """
+    for root in extra or ():
+        if not root.is_dir():
+            raise typer.BadParameter(f"{root} is not a directory", param_hint="--environments")
     return [*extra, DEFAULT_ENVIRONMENTS] if extra else None
 Concurrency = Annotated[
     int, typer.Option("--concurrency", min=0, help="Episodes run at once (runner lanes); 0: one per CPU.")

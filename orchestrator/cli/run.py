@@ -1,59 +1,72 @@
-"""`epg-orchestrate run`, `spec check | schema` and `runs list | show`."""
+"""`epg-orchestrate run`: a Run from a spec, or resumed from its run directory."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
-from rich.table import Table
 
-from orchestrator.cli.common import err, fail, fail_infrastructure, out
-from orchestrator.cli.options import Base, Environments, Scope, environment_roots
-from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, usage
+from orchestrator.cli.options import Base, Environments, OutputDir, Scope, environment_roots
+from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.program import ProgramError
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.records.schema import RecordError
 from orchestrator.run.driver import RunDriver, RunOptions
+from orchestrator.run.preflight import BUILT_AGENT_IMAGES, preflight, preflight_benchmark
 from orchestrator.run.relay_setup import RelayConfigError
 from orchestrator.run.seed_key import SeedKeyError
-from orchestrator.run.spec import SpecError, json_schema, load_spec
-
-spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
-runs_app = typer.Typer(help="Look at run directories.", no_args_is_help=True)
+from orchestrator.run.spec import CommandAgent, RunSpec, SpecError, load_spec
 
 
 def run(
-    spec_file: Annotated[Optional[Path], typer.Argument(help="Run spec (YAML).", show_default=False)] = None,
-    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the Run in this run directory.")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run directory (overrides the spec's output).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the final run.json instead of progress.")] = False,
+    spec_file: Annotated[Optional[Path], typer.Argument(help="Run spec (YAML).", show_default=False, exists=True, dir_okay=False)] = None,
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the Run in this run directory.", exists=True, file_okay=False)] = None,
+    output: OutputDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the final run.json (with run_dir) instead of progress.")] = False,
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
 ) -> None:
-    """Run an agent against a benchmark under a budget, then validate and assess its candidates."""
+    """Run an agent against a benchmark under a budget, then validate and assess its candidates.
+
+    Exit status: 0 the Run ended (whatever its terminal reason), 1 bad spec, Program, key or run directory,
+    2 usage, 3 infrastructure (its evidence under RUN_DIR/diagnostics).
+    """
+    json_mode(as_json)
     if (spec_file is None) == (resume is None):
-        fail("give a spec file, or --resume RUN_DIR")
+        usage("give a spec file, or --resume RUN_DIR")
+    if resume is not None and output is not None:
+        usage("--output names a new run directory; --resume continues the one given")
+    if resume is not None and not RunDirectory(resume).events_path.exists():
+        fail(f"{resume} is not a run directory (it holds no events.jsonl)")
     path = spec_file if spec_file is not None else resume / "spec.yaml"
-    try:
-        spec, text = load_spec(path)
-    except SpecError as exc:
-        fail("invalid spec:\n" + "\n".join(f"  {p}" for p in exc.problems))
+    spec, text = load_checked_spec(path)
     roots = environment_roots(environments)
     try:
-        resolve_benchmark(spec.benchmark, discover(roots))
+        packages = discover(roots)
     except CatalogueError as exc:
-        fail(f"benchmark: {exc}")
-    if resume is not None:
-        run_dir = resume
-        spec_dir = Path(RunDirectory(resume).read_manifest().get("spec_dir", str(resume)))
-    else:
-        default = Path("runs") / f"{spec.benchmark.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run_dir = output or (Path(spec.output) if spec.output else default)
-        spec_dir = path.resolve().parent
+        fail(str(exc))
+    try:
+        if resume is not None:
+            run_dir = resume
+            spec_dir = Path(RunDirectory(resume).read_manifest().get("spec_dir", str(resume)))
+            problems = preflight_benchmark(spec, packages)
+        else:
+            default = Path("runs") / f"{spec.benchmark.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
+            run_dir = output or (Path(spec.output) if spec.output else default)
+            spec_dir = path.resolve().parent
+            problems = preflight(spec, spec_dir, packages, run_dir=run_dir, image_exists=image_checker(spec))
+    except RecordError as exc:
+        fail(str(exc))
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+    if problems:
+        fail(f"{path}: the Run cannot start", problems=problems)
     options = RunOptions(spec=spec, spec_text=text, spec_dir=spec_dir, run_dir=run_dir.resolve(), resume=resume is not None,
                          scope=scope, base=base, environments=roots)
     reporter = _Reporter(quiet=as_json)
@@ -61,17 +74,31 @@ def run(
         with err.status("starting", spinner="dots") as status:
             reporter.status = status
             manifest = RunDriver(options, reporter.notify).execute()
-    except (FileExistsError, FileNotFoundError, RelayConfigError, SeedKeyError) as exc:
+    except (FileExistsError, FileNotFoundError, RelayConfigError, SeedKeyError, RecordError) as exc:
         fail(str(exc))
     except ProgramError as exc:
         fail(f"initial Program: {exc.message}")
     except InfrastructureError as exc:
         fail_infrastructure(exc, run_dir / "diagnostics")
-    RunDirectory(run_dir).update_manifest(spec_dir=str(spec_dir))
     if as_json:
-        print(json.dumps({"run_dir": str(run_dir), **manifest}))
+        print_json({"run_dir": str(run_dir), **manifest})
     else:
-        _print_manifest(run_dir, manifest)
+        print_manifest(run_dir, manifest)
+
+
+def load_checked_spec(path: Path) -> tuple[RunSpec, str]:
+    """The spec at path and its text; an invalid one fails the command with one line per problem."""
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        fail(f"{path}: invalid spec", problems=exc.problems)
+
+
+def image_checker(spec: RunSpec) -> Callable[[str], bool] | None:
+    """engine.image_exists when the spec names an agent image the orchestrator does not build; else None. Raises InfrastructureError."""
+    if isinstance(spec.agent, CommandAgent) and spec.agent.image not in BUILT_AGENT_IMAGES:
+        return DockerEngine.connect().image_exists
+    return None
 
 
 class _Reporter:
@@ -116,68 +143,17 @@ class _Reporter:
             err.print(f"assessment: {fields['score']:.3f}")
 
 
-def _print_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    final = manifest.get("final") or {}
-    assessment = manifest.get("assessment") or {}
+def print_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """The end of a Run in a few lines; tolerant of a partial run.json."""
+    final = manifest.get("final") if isinstance(manifest.get("final"), dict) else {}
+    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
     out.print(f"Run directory: {run_dir}")
     out.print(f"terminal reason: {manifest.get('terminal_reason')}")
     if final:
-        out.print(f"selected: {final['submission_id']} ({final['program_digest']})")
-        out.print(f"[bold]assessment score: {assessment.get('score', float('nan')):.4f}[/]")
-        if "initial_program_score" in assessment:
+        out.print(f"selected: {final.get('submission_id')} ({final.get('program_digest')})")
+        score = assessment.get("score")
+        out.print(f"[bold]assessment score: {score:.4f}[/]" if isinstance(score, (int, float)) else "assessment: not done")
+        if isinstance(assessment.get("initial_program_score"), (int, float)):
             out.print(f"starting Program on the same Episodes: {assessment['initial_program_score']:.4f}")
     else:
         out.print("no candidate: nothing was assessed")
-
-
-@spec_app.command("check")
-def spec_check(spec_file: Path) -> None:
-    """Validate a spec file; print every problem with its field path."""
-    try:
-        spec, _ = load_spec(spec_file)
-    except SpecError as exc:
-        for problem in exc.problems:
-            err.print(f"{spec_file}: {problem}", highlight=False)
-        raise typer.Exit(1) from None
-    out.print(f"{spec_file}: valid ({spec.agent.kind} agent on {spec.benchmark}, {spec.budget.episodes} Episodes)")
-
-
-@spec_app.command("schema")
-def spec_schema() -> None:
-    """Print the JSON Schema of spec files."""
-    print(json.dumps(json_schema(), indent=2))
-
-
-@runs_app.command("list")
-def runs_list(root: Annotated[Path, typer.Argument(help="Directory holding run directories.")] = Path("runs")) -> None:
-    """List run directories with their phase, terminal reason and assessment score."""
-    table = Table()
-    for column in ("run", "benchmark", "agent", "phase", "terminal reason", "assessment"):
-        table.add_column(column)
-    for directory in sorted(p for p in root.glob("*") if (p / "run.json").exists()):
-        manifest = RunDirectory(directory).read_manifest()
-        score = (manifest.get("assessment") or {}).get("score")
-        table.add_row(directory.name, str(manifest.get("benchmark")), str(manifest.get("agent")), str(manifest.get("phase")),
-                      str(manifest.get("terminal_reason") or "-"), "-" if score is None else f"{score:.3f}")
-    out.print(table)
-
-
-@runs_app.command("show")
-def runs_show(run_dir: Path) -> None:
-    """Show one Run: its Submissions, Validation and Assessment."""
-    records = RunDirectory(run_dir)
-    manifest = records.read_manifest()
-    if not manifest:
-        fail(f"{run_dir} is not a run directory")
-    table = Table(title="Submissions", title_justify="left")
-    for column in ("id", "selector", "score", "failures", "program"):
-        table.add_column(column)
-    for record_path in sorted((run_dir / "submissions").glob("*/record.json")):
-        record = json.loads(record_path.read_text())
-        failures = sum(1 for e in record["feedback"]["episodes"] if e["failure"])
-        table.add_row(record["id"], record["selector"], f"{record['feedback']['score']:.3f}", str(failures), record["program_digest"][:19])
-    out.print(table)
-    _print_manifest(run_dir, manifest)
-    validation = manifest.get("validation") or {}
-    for submission_id, score in (validation.get("scores") or {}).items():
-        out.print(f"validation {submission_id}: {score:.3f}")

@@ -92,6 +92,14 @@ def ensure_base(client: docker.DockerClient, choice: str, progress: Progress, mi
     return _bootstrap(client, tag, mirror, progress)
 
 
+def local_base(client: docker.DockerClient, choice: str, mirror: str = DEFAULT_MIRROR) -> str | None:
+    """The id of the base image ensure_base would return, when the engine holds it already; else None (nothing is made)."""
+    if choice not in ("auto", "debootstrap"):
+        return _local(client, choice)
+    tag = bootstrap_tag(mirror)
+    return (_local(client, DEFAULT_BASE) if choice == "auto" else None) or _local(client, tag)
+
+
 def _local(client: docker.DockerClient, reference: str) -> str | None:
     try:
         return client.images.get(reference).id

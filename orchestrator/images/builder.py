@@ -20,7 +20,7 @@ import docker
 from docker.errors import APIError, BuildError, ImageNotFound
 
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
-from orchestrator.images.base import ensure_base, planned_bootstrap_tag
+from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import EnvironmentPackage, discover
 from orchestrator.images.recipes import ImageRecipe, NpmBinary, agent_base_recipe, cli_agent_recipes, environment_recipe, policy_runtime_recipe
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
@@ -121,8 +121,18 @@ class ImageBuilder:
             return self.base_id()
         return self.tag_of(self.recipes()[recipe.parent])
 
-    def status(self, names: list[str] | None = None) -> list[ImageStatus]:
-        """Return the tag of each image and whether it is present (builds the base if needed)."""
+    def status(self, names: list[str] | None = None, *, make_base: bool = True) -> list[ImageStatus]:
+        """Return the tag of each image and whether it is present.
+
+        The tags depend on the base image's id: without make_base, a base the
+        engine lacks is not made, and every image is listed with tag "" and not present.
+        """
+        if not make_base and self._base_id is None:
+            found = local_base(self._client, self._base_choice)
+            if found is None:
+                return [ImageStatus(name=r.name, tag="", present=False, pinned=r.labels.get("org.evopolicygym.cli", ""))
+                        for r in self._select(names)]
+            self._base_id = found
         statuses = []
         for recipe in self._select(names):
             tag = self.tag_of(recipe)

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINT_GROUP = "epg.benchmarks"
@@ -48,8 +48,25 @@ class EpgTable(BaseModel):
     image: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     baseline: str = "baseline"
-    aliases: tuple[str, ...] = ()
+    # A list names the package's only Benchmark; a table maps each alias to one of several ({"doorkey": "MiniGrid-DoorKey-16x16-v0"}).
+    aliases: tuple[str, ...] | dict[str, str] = ()
     benchmarks: dict[str, str]
+
+    @model_validator(mode="after")
+    def _aliases_name_benchmarks(self) -> EpgTable:
+        if isinstance(self.aliases, dict):
+            unknown = sorted(set(self.aliases.values()) - set(self.benchmarks))
+            if unknown:
+                raise ValueError(f"aliases name no registered Benchmark: {', '.join(unknown)}")
+        elif self.aliases and len(self.benchmarks) > 1:
+            raise ValueError("a list of aliases needs a package of one Benchmark; map each alias to its Benchmark in a table")
+        return self
+
+    def aliases_of(self, benchmark_id: str) -> tuple[str, ...]:
+        """The aliases that name benchmark_id."""
+        if isinstance(self.aliases, dict):
+            return tuple(alias for alias, target in self.aliases.items() if target == benchmark_id)
+        return tuple(self.aliases) if benchmark_id in self.benchmarks else ()
 
 
 class EnvironmentPackage(BaseModel):
@@ -57,6 +74,8 @@ class EnvironmentPackage(BaseModel):
 
     root: Path
     table: EpgTable
+    distribution: str = ""  # the distribution's name and version, as its pyproject.toml or metadata says
+    version: str = ""
 
     @property
     def image(self) -> str:
@@ -91,15 +110,16 @@ def load_package(root: Path) -> EnvironmentPackage:
     try:
         table = EpgTable.model_validate({**fields, "benchmarks": benchmarks})
     except ValidationError as exc:
-        problems = "; ".join(f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{_field_path(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
         raise CatalogueError(f"{pyproject}: {problems}") from exc
-    return EnvironmentPackage(root=root, table=table)
+    project = data.get("project", {})
+    return EnvironmentPackage(root=root, table=table, distribution=str(project.get("name", "")), version=str(project.get("version", "")))
 
 
 def _field_path(loc: tuple[object, ...]) -> str:
     if loc and loc[0] == "benchmarks":
         return ".".join(["project.entry-points", ENTRY_POINT_GROUP, *map(str, loc[1:])])
-    return "tool.epg." + ".".join(map(str, loc))
+    return ".".join(["tool.epg", *map(str, loc)])
 
 
 def is_package_dir(directory: Path) -> bool:
@@ -182,7 +202,8 @@ def _derived_package(name: str, distribution: metadata.Distribution | None, benc
         table = EpgTable(image=image, module=modules[0], benchmarks=benchmarks)
     except ValidationError as exc:
         raise CatalogueError(f"installed distribution {name}: {exc.errors()[0]['msg']}") from exc
-    return EnvironmentPackage(root=root, table=table)
+    version = distribution.version if distribution is not None else ""
+    return EnvironmentPackage(root=root, table=table, distribution=name, version=version)
 
 
 def discover(roots: list[Path] | None = None, *, installed: bool = True) -> list[EnvironmentPackage]:
@@ -223,8 +244,7 @@ def resolve_benchmark(name: str, packages: list[EnvironmentPackage]) -> tuple[En
     for package in packages:
         for benchmark_id, entry in package.table.benchmarks.items():
             names = {benchmark_id.lower(), _VERSION.sub("", benchmark_id.lower())}
-            if len(package.table.benchmarks) == 1:
-                names |= {alias.lower() for alias in package.table.aliases}
+            names |= {alias.lower() for alias in package.table.aliases_of(benchmark_id)}
             if wanted in names:
                 matches.append((package, benchmark_id, entry))
     if len(matches) == 1:

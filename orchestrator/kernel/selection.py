@@ -24,18 +24,31 @@ class CandidateResult:
     policy_failures: int
 
 
-def select_candidate(results: Sequence[CandidateResult], direction: str) -> CandidateResult:
+def select_candidate(results: Sequence[CandidateResult], direction: str, *, failures_break_ties: bool = True) -> CandidateResult:
     """Return the selected candidate: best Validation score, then fewer policy failures, then the agent's order.
 
     direction is "maximize" or "minimize". A NaN score ranks after every
     number, whatever the direction; NaN candidates are ordered among
-    themselves by failures, then order. Raises ValueError for another
-    direction or no results.
+    themselves by failures, then order. Without failures_break_ties a tie on
+    the score goes straight to the order (the published rule, whose candidates
+    are listed latest first). Raises ValueError for another direction or no results.
     """
     sign = _sign(direction)
     if not results:
         raise ValueError("there is no candidate result to select from")
+    if not failures_break_ties:
+        return min(results, key=lambda r: (*_score_key(r.score, sign), r.order))
     return min(results, key=lambda r: (*_score_key(r.score, sign), r.policy_failures, r.order))
+
+
+def every_completed(submissions: Sequence[SubmissionView]) -> tuple[str, ...]:
+    """Return every completed Submission, latest first: the candidates of the published rule.
+
+    Listed latest first, so that select_candidate with failures_break_ties=False
+    breaks a tie on Validation in favour of the latest Submission.
+    """
+    completed = [s for s in submissions if s.state == SubmissionState.COMPLETED and s.score is not None]
+    return tuple(s.id for s in sorted(completed, key=lambda s: -s.number))
 
 
 def fallback_candidates(submissions: Sequence[SubmissionView], max_candidates: int, direction: str) -> tuple[str, ...]:

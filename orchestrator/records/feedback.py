@@ -9,6 +9,7 @@ from typing import Any
 from orchestrator.kernel.evaluation import Evaluation
 from orchestrator.kernel.jsonable import jsonable
 from orchestrator.kernel.ports import EvaluationFeedback
+from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_FILE, PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -17,6 +18,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 def feedback_json(feedback: EvaluationFeedback, program_digest: str) -> dict[str, Any]:
     """The Feedback document: score, Benchmark values, and per-Episode runtime observations."""
     return {
+        "schema": schema.FEEDBACK,
         "score": feedback.score,
         "program_digest": program_digest,
         "values": jsonable(feedback.values),
@@ -25,14 +27,16 @@ def feedback_json(feedback: EvaluationFeedback, program_digest: str) -> dict[str
     }
 
 
-def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
-    """The result of a direct evaluation (the user chose split and seed, so they are shown)."""
+def evaluation_json(evaluation: Evaluation, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The result of a direct evaluation (the user chose split and seed, so they are shown), with what produced it."""
     document = feedback_json(evaluation.feedback, evaluation.program.digest)
     document.update(
+        schema=schema.EVALUATION,
         benchmark=evaluation.benchmark.id,
         primary_metric=evaluation.benchmark.primary_metric,
         split=evaluation.split,
         seed=evaluation.seed,
+        **(provenance or {}),
     )
     return document
 

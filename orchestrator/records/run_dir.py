@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.kernel.program import Program
+from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_DIRECTORY, PUBLIC_DIRECTORY, make_directory, write_json
 
 
@@ -89,7 +90,7 @@ class RunDirectory:
     # events ------------------------------------------------------------------
     def append_event(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event durably (write, flush, fsync) and return it."""
-        event = {"type": kind, "time": round(time.time(), 3), **fields}
+        event = {"schema": schema.EVENT, "type": kind, "time": round(time.time(), 3), **fields}
         line = (json.dumps(event, sort_keys=True) + "\n").encode()
         with self._lock:
             fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -112,11 +113,14 @@ class RunDirectory:
 
     # manifest ----------------------------------------------------------------
     def read_manifest(self) -> dict[str, Any]:
-        return json.loads(self.manifest_path.read_text()) if self.manifest_path.exists() else {}
+        """run.json, or {} before it is first written. Raises schema.RecordError when it is unreadable or corrupt."""
+        if not self.manifest_path.exists():
+            return {}
+        return schema.read_record(self.manifest_path, schema.RUN)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         with self._lock:
             manifest = self.read_manifest()
             manifest.update(fields)
-            write_json(self.manifest_path, manifest)
+            write_json(self.manifest_path, {"schema": schema.RUN, **manifest})
         return manifest

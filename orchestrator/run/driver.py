@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -19,16 +20,17 @@ from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.compose import reap_orphans
 from orchestrator.hostapi.server import serve
-from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import resolve_benchmark
+from orchestrator.images.builder import BuildResult, ImageBuilder
+from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.ports import PlannedEpisode
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed
-from orchestrator.kernel.selection import CandidateResult, fallback_candidates, select_candidate
+from orchestrator.kernel.selection import CandidateResult, every_completed, fallback_candidates, select_candidate
 from orchestrator.kernel.session import Budget, SessionState
 from orchestrator.kernel.units import parse_bytes
+from orchestrator.records import provenance, schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
 from orchestrator.records.feedback import feedback_json
 from orchestrator.records.run_dir import RunDirectory
@@ -109,6 +111,7 @@ class RunDriver:
         # The secret of every hidden Episode: read once, before anything starts; only its id is recorded.
         self._seed_key = (reopen_seed_key(records.read_manifest(), options.run_dir) if options.resume
                           else open_seed_key(self._spec.seed_key_file, options.spec_dir, options.run_dir))
+        started = time.monotonic()
         engine = DockerEngine.connect()
         reaped = reap_orphans(engine)
         if reaped.total:
@@ -118,7 +121,8 @@ class RunDriver:
         package, _, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
         relay_policy(self._spec)  # a missing credential is said before anything starts
         agent_image = AGENT_IMAGES.get(self._spec.agent.kind, "agent-base")
-        tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image, agent_image])}
+        built = {r.name: r for r in builder.ensure(["policy-runtime", package.image, agent_image])}
+        tags = {name: result.tag for name, result in built.items()}
         images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
         labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
         try:
@@ -126,6 +130,7 @@ class RunDriver:
                 self._create(package.baseline_dir)
             elif records.read_manifest().get("phase") == "agent":
                 self._bound_workspace()
+            self._record_provenance(engine, built, package, agent_image)
             records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
             tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
                                    runtime=self._spec.sandbox.runtime)
@@ -133,7 +138,8 @@ class RunDriver:
                 benchmark = sandbox.describe()
                 pool = self._pool(sandbox)
                 state = SessionState.replay(budget_of(self._spec), records.events())
-                instructions = render_instructions(benchmark, state.budget)
+                instructions = render_instructions(benchmark, state.budget,
+                                                   all_completed_are_candidates=self._spec.validation.candidates == "all_completed")
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
                 host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, pool=pool,
                                instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)
@@ -153,7 +159,44 @@ class RunDriver:
         finally:
             # A workspace mount outlives no orchestrator that exits: resume mounts it again.
             workspace_fs.release(records.workspace)
+            if records.manifest_path.exists():
+                self._record_accounting(time.monotonic() - started)
         return records.read_manifest()
+
+    # provenance ------------------------------------------------------------------
+    def _record_provenance(self, engine: DockerEngine, built: dict[str, BuildResult], package: EnvironmentPackage, agent_image: str) -> None:
+        """What this invocation runs with: software, images (tag and id) and the Benchmark package (a resume may differ)."""
+        agent = _agent_image(self._spec, built[agent_image].tag)
+        if agent == built[agent_image].tag:
+            agent_entry = provenance.image(agent, built[agent_image].image_id)
+        else:
+            found = engine.image_labels(agent)
+            agent_entry = provenance.image(agent, found[0] if found else "")
+        self._records.update_manifest(
+            software=provenance.software(),
+            images={
+                "policy_runtime": provenance.image(built["policy-runtime"].tag, built["policy-runtime"].image_id),
+                "environment": provenance.image(built[package.image].tag, built[package.image].image_id),
+                "agent": agent_entry,
+            },
+            benchmark_package=provenance.benchmark_package(package.distribution, package.version, package.image),
+        )
+
+    def _record_accounting(self, seconds: float) -> None:
+        """Add this invocation's wall time to run.json; count Episodes and Submissions; the end time once done."""
+        records = self._records
+        events = list(records.events())
+        status = SessionState.replay(budget_of(self._spec), events).status()
+        exits = [e for e in events if e["type"] == "agent_exited"]
+        manifest = records.read_manifest()
+        fields: dict[str, Any] = {
+            "wall_seconds": round(float(manifest.get("wall_seconds") or 0.0) + seconds, 3),
+            "episodes_spent": status.episodes_used,
+            "submissions_made": status.submissions_used,
+            "agent_exit_code": exits[-1].get("exit_code") if exits else None,
+            "ended_at": provenance.utc_now() if manifest.get("phase") == "done" else None,
+        }
+        records.update_manifest(**fields)
 
     # set-up ----------------------------------------------------------------------
     def _create(self, baseline_dir: Path) -> None:
@@ -166,6 +209,7 @@ class RunDriver:
         program.write_to(records.workspace / "program")
         records.store_program(program)
         records.update_manifest(
+            started_at=provenance.utc_now(), spec_dir=str(self._options.spec_dir),
             benchmark=spec.benchmark, phase="agent", seed=spec.seed, initial_program_digest=program.digest,
             agent=spec.agent.kind, budget=spec.budget.model_dump(),
             seed_key_id=self._seed_key.id, seed_key_file=str(self._seed_key.path),
@@ -256,6 +300,8 @@ class RunDriver:
 
     def _candidates(self, state: SessionState, direction: str) -> tuple[tuple[str, ...], str]:
         status = state.status()
+        if self._spec.validation.candidates == "all_completed":
+            return every_completed(status.submissions), "all completed Submissions, ties to the latest"
         if status.finished:
             return status.candidates, "agent"
         chosen = fallback_candidates(status.submissions, state.budget.max_candidates, direction)
@@ -266,7 +312,7 @@ class RunDriver:
         self._notify("phase", {"phase": "validation"})
         candidates, rule = self._candidates(state, direction)
         if not candidates:
-            write_json(records.root / "validation.json", {"candidates": [], "rule": rule, "selected": None})
+            write_json(records.root / "validation.json", {"schema": schema.VALIDATION, "candidates": [], "rule": rule, "selected": None})
             records.update_manifest(phase="done", validation={"candidates": [], "selected": None}, final=None,
                                     assessment=None, terminal_reason=records.read_manifest().get("terminal_reason") or "no_submissions")
             records.append_event("validation_done", selected=None)
@@ -283,8 +329,8 @@ class RunDriver:
             table.append({"submission_id": submission_id, "program_digest": program.digest, "score": feedback.score,
                           "policy_failures": failures, "feedback": feedback_json(feedback, program.digest)})
             self._notify("validated", {"id": submission_id, "score": feedback.score})
-        best = select_candidate(results, direction)
-        report = {"candidates": list(candidates), "rule": rule, "episodes": spec.validation.episodes,
+        best = select_candidate(results, direction, failures_break_ties=self._spec.validation.candidates == "agent")
+        report = {"schema": schema.VALIDATION, "candidates": list(candidates), "rule": rule, "episodes": spec.validation.episodes,
                   "selected": best.submission_id, "results": table}
         write_json(records.root / "validation.json", report)
         records.update_manifest(
@@ -309,7 +355,7 @@ class RunDriver:
         programs = [program, initial] if spec.assessment.include_initial_program else [program]
         feedback, *reference = evaluate_programs(sandbox, programs, episodes)
         document = feedback_json(feedback, program.digest)
-        report: dict[str, Any] = {"submission_id": final["submission_id"], **document}
+        report: dict[str, Any] = {**document, "schema": schema.ASSESSMENT, "submission_id": final["submission_id"]}
         summary: dict[str, Any] = {"score": feedback.score, "episodes": spec.assessment.episodes,
                                    "policy_failures": sum(1 for e in feedback.episodes if e.failure)}
         if reference:

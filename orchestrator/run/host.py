@@ -7,7 +7,6 @@ writes records around it.
 
 from __future__ import annotations
 
-import json
 import traceback
 from typing import Any, Callable
 
@@ -17,6 +16,7 @@ from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
 from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
+from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
 from orchestrator.records.run_dir import RunDirectory
@@ -104,7 +104,7 @@ class RunHost:
         directory = self._records.submission(view.id)
         write_artifacts(directory, artifacts)
         write_json(directory / "record.json", {
-            "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
+            "schema": schema.SUBMISSION, "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
             "program_digest": digest, "feedback": document,
         })
         publish_feedback(self._records.published_feedback(view.id), document, artifacts)
@@ -135,8 +135,11 @@ class RunHost:
         if submission_id is None:
             return None
         record_path = self._records.submission(submission_id) / "record.json"
-        if record_path.exists():
-            record = json.loads(record_path.read_text())
+        try:
+            record = schema.read_record(record_path, schema.SUBMISSION) if record_path.exists() else None
+        except schema.RecordError:
+            record = None  # written atomically, so never torn; anything else is not a record to complete from
+        if record is not None and isinstance(record.get("feedback"), dict) and "program_digest" in record:
             view = next(s for s in self._state.status().submissions if s.id == submission_id)
             artifacts = read_artifacts(self._records.submission(submission_id))
             self._complete(view, record["program_digest"], record["feedback"], artifacts)

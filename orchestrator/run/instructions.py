@@ -7,9 +7,23 @@ import json
 from orchestrator.kernel.ports import BenchmarkInfo
 from orchestrator.kernel.session import Budget
 
+AGENT_CANDIDATES = (
+    "finally hand back your best Submissions as candidates. The Host then picks one\n"
+    "candidate on private Validation Episodes and measures it on held-out Episodes."
+)
+ALL_COMPLETED_CANDIDATES = (
+    "keep improving while the budget lasts. Every completed Submission is then\n"
+    "scored on the same private Validation Episodes; the best is selected (ties go\n"
+    "to the latest Submission) and measured on held-out Episodes."
+)
 
-def render_instructions(benchmark: BenchmarkInfo, budget: Budget) -> str:
-    """Return the Markdown instructions of a Run: rules, budget, selector grammar, public spec, README."""
+
+def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_completed_are_candidates: bool = False) -> str:
+    """Return the Markdown instructions of a Run: rules, budget, selector grammar, public spec, README.
+
+    all_completed_are_candidates: the Run validates every completed Submission (the spec's
+    validation.candidates: all_completed) rather than the candidates the agent names.
+    """
     per_submission = budget.max_episodes_per_submission or "no limit beyond the Episodes left"
     finish_rule = (
         "You may finish whenever you like."
@@ -17,14 +31,14 @@ def render_instructions(benchmark: BenchmarkInfo, budget: Budget) -> str:
         else "You may finish only once the budget is exhausted (no Episode or no Submission left)."
     )
     spec = json.dumps(benchmark.public_json(), indent=2)
+    candidates = ALL_COMPLETED_CANDIDATES if all_completed_are_candidates else AGENT_CANDIDATES
     return f"""# Task: improve a policy for {benchmark.id}
 
 {benchmark.description}
 
 Edit the Program in `program/` (entry point `program/policy.py`), submit it for
 evaluation on Episodes of a hidden train pool, read the Feedback, improve, and
-finally hand back your best Submissions as candidates. The Host then picks one
-candidate on private Validation Episodes and measures it on held-out Episodes.
+{candidates}
 Only that final measurement counts.
 
 ## The Program

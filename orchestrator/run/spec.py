@@ -79,7 +79,13 @@ class BudgetSpec(_Strict):
 
 class ValidationSpec(_Strict):
     episodes: int = Field(default=16, ge=1)
-    max_candidates: int = Field(default=4, ge=1)
+    max_candidates: int = Field(default=4, ge=1, description="How many candidates the agent may name when it finishes.")
+    candidates: Literal["agent", "all_completed"] = Field(
+        default="agent",
+        description="agent: validate the candidates the agent names (or, if it stops without finishing, its max_candidates best "
+        "by train score); all_completed: validate every completed Submission, the best on Validation winning, ties to the "
+        "latest (the published Core16 protocol).",
+    )
 
 
 class AssessmentSpec(_Strict):
@@ -166,13 +172,23 @@ def load_spec(path: Path) -> tuple[RunSpec, str]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise SpecError(path, [f"not valid YAML: {exc}"]) from exc
+        raise SpecError(path, [yaml_problem(exc)]) from None
     if not isinstance(data, dict):
         raise SpecError(path, ["the spec must be a mapping of keys to values"])
     try:
         return RunSpec.model_validate(data), text
     except ValidationError as exc:
         raise SpecError(path, [_problem(error) for error in exc.errors()]) from exc
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for a YAML syntax error: `line:column: reason` (1-based, where the parser gave up)."""
+    mark = getattr(exc, "problem_mark", None)
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    if context:
+        reason = f"{reason} ({context})"
+    return f"{mark.line + 1}:{mark.column + 1}: {reason}" if mark is not None else f"not valid YAML: {reason}"
 
 
 def _problem(error: dict) -> str:

@@ -63,17 +63,39 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     assert manifest["validation"]["candidates"] == ["s0001", "s0002"]
     assert manifest["assessment"]["score"] == 500.0
     assert manifest["assessment"]["initial_program_score"] < 500.0
+    assert manifest == {**json.loads((run_dir / "run.json").read_text()), "run_dir": str(run_dir)}
+
+    # Provenance: what produced the Run, read from its records alone.
+    assert manifest["schema"] == "epg.run/1"
+    assert manifest["software"] == {"orchestrator": "0.1.0", "epg_sdk": "0.1.0", "policy_abi": "1", "python": manifest["software"]["python"]}
+    assert set(manifest["images"]) == {"policy_runtime", "environment", "agent"}
+    for name, entry in manifest["images"].items():
+        assert entry["tag"].startswith("epg/") and entry["id"].startswith("sha256:"), name
+        inspected = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", entry["tag"]], capture_output=True, text=True)
+        assert inspected.stdout.strip() == entry["id"], name
+    assert manifest["images"]["environment"]["tag"].startswith("epg/env-cartpole:")
+    assert manifest["images"]["agent"]["tag"].startswith("epg/agent-base:")
+    assert manifest["benchmark_package"] == {"name": "epg-env-cartpole", "version": "0.1.0", "image": "env-cartpole"}
+    assert len(manifest["seed_key_id"]) >= 16 and "seed_key_file" in manifest
+    assert manifest["started_at"] <= manifest["ended_at"] and manifest["ended_at"].endswith("Z")
+    assert 0 < manifest["wall_seconds"] < 600
+    assert (manifest["episodes_spent"], manifest["submissions_made"], manifest["agent_exit_code"]) == (7, 2, 0)
+    assert manifest["phase"] == "done"
+    assert all(e["schema"] == "epg.event/1" for e in events(run_dir))
 
     expected = {"s0001": (capture_program(BASELINE).digest, "0:4", 4), "s0002": (steady_digest, "0:2,5", 3)}
     for submission_id, (digest, selector_text, count) in expected.items():
         record = json.loads((run_dir / "submissions" / submission_id / "record.json").read_text())
+        assert (record["schema"], record["feedback"]["schema"]) == ("epg.submission/1", "epg.feedback/1")
         assert (record["program_digest"], record["selector"], len(record["indices"])) == (digest, selector_text, count)
         published = json.loads((run_dir / "workspace" / "feedback" / submission_id / "feedback.json").read_text())
         assert published == record["feedback"]
         assert [e["index"] for e in published["episodes"]] == record["indices"]
         assert (run_dir / "programs" / digest.removeprefix("sha256:") / "policy.py").exists()
     assert json.loads((run_dir / "validation.json").read_text())["selected"] == "s0002"
+    assert json.loads((run_dir / "validation.json").read_text())["schema"] == "epg.validation/1"
     assessment = json.loads((run_dir / "assessment.json").read_text())
+    assert assessment["schema"] == "epg.assessment/1"
     assert len(assessment["episodes"]) == 4 and assessment["program_digest"] == steady_digest
     kinds = [e["type"] for e in events(run_dir)]
     for kind in ("created", "agent_started", "submission_admitted", "submission_completed", "finished", "validation_done", "assessment_done"):
@@ -83,8 +105,12 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     assert "s0001" in (run_dir / "agent" / "stdout.log").read_text()
     shown = run_cli(["runs", "show", str(run_dir)], scope)
     assert shown.returncode == 0 and "s0002" in shown.stdout and "0:2,5" in shown.stdout
+    shown_json = json.loads(run_cli(["runs", "show", str(run_dir), "--json"], scope).stdout)
+    assert [s["id"] for s in shown_json["submissions"]] == ["s0001", "s0002"] and shown_json["manifest"]["phase"] == "done"
     listed = run_cli(["runs", "list", str(tmp_path)], scope)
     assert listed.returncode == 0 and "run" in listed.stdout and "finished" in listed.stdout
+    (row,) = json.loads(run_cli(["runs", "list", str(tmp_path), "--json"], scope).stdout)["runs"]
+    assert (row["run"], row["terminal_reason"], row["assessment_score"], row["error"]) == ("run", "finished", 500.0, None)
     # Hidden material never reaches the agent's side.
     pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
     workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
@@ -197,3 +223,25 @@ def test_example_hill_climb_improves_on_its_starting_program(tmp_path, scope):
     assert manifest["terminal_reason"] == "finished"
     assert manifest["final"]["is_initial_program"] is False
     assert manifest["assessment"]["score"] > manifest["assessment"]["initial_program_score"] + 50
+
+
+def test_the_published_rule_validates_every_completed_submission_and_breaks_a_tie_to_the_latest(tmp_path, write_program, scope):
+    steady = write_program(STEADY)
+    protocol = {**SMALL, "validation": {"episodes": 3, "max_candidates": 1, "candidates": "all_completed"},
+                "assessment": {"episodes": 2, "include_initial_program": False}}
+    spec = write_spec(tmp_path / "spec.yaml", **protocol, agent={
+        "kind": "scripted",
+        "steps": [{"program": str(steady), "episodes": "0:2"}, {"program": str(BASELINE), "episodes": "0:2"},
+                  {"program": str(steady), "episodes": "2:4"}],
+        "finish": ["s0001"],  # the agent's choice does not count under this rule
+    })
+    run_dir = tmp_path / "run"
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads(result.stdout)
+    assert manifest["validation"]["candidates"] == ["s0003", "s0002", "s0001"]
+    assert manifest["validation"]["rule"] == "all completed Submissions, ties to the latest"
+    scores = manifest["validation"]["scores"]
+    assert scores["s0001"] == scores["s0003"] == 500.0 and scores["s0002"] < 500.0
+    assert manifest["final"]["submission_id"] == "s0003"
+    assert "Every completed Submission is then" in (run_dir / "workspace" / "TASK.md").read_text()

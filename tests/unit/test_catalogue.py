@@ -31,7 +31,7 @@ MULTI = """\
 [tool.epg]
 image = "env-multi"
 module = "epg_env_multi"
-aliases = ["multi"]
+aliases = {a = "Alpha-v0", first = "Alpha-v0", b = "Beta-v1"}
 
 [project.entry-points."epg.benchmarks"]
 "Alpha-v0" = "epg_env_multi:make_alpha"
@@ -119,9 +119,22 @@ def test_resolves_an_alias_of_a_single_benchmark_package(packages, name):
     assert (package.image, benchmark_id) == ("env-single", "Single-v2")
 
 
-def test_aliases_of_a_package_with_several_benchmarks_are_ignored(packages):
-    with pytest.raises(CatalogueError, match="unknown benchmark"):
-        resolve_benchmark("multi", packages)
+@pytest.mark.parametrize(("alias", "expected"), [("a", "Alpha-v0"), ("FIRST", "Alpha-v0"), ("b", "Beta-v1")])
+def test_a_package_with_several_benchmarks_maps_each_alias_to_its_benchmark(packages, alias, expected):
+    assert resolve_benchmark(alias, packages)[1] == expected
+    assert load_package(packages[0].root).table.aliases_of(expected) == tuple(a for a, b in packages[0].table.aliases.items() if b == expected)
+
+
+def test_a_list_of_aliases_on_a_package_with_several_benchmarks_is_an_error(tmp_path):
+    write_package(tmp_path, "multi", MULTI.replace('{a = "Alpha-v0", first = "Alpha-v0", b = "Beta-v1"}', '["multi"]'))
+    with pytest.raises(CatalogueError, match="a list of aliases needs a package of one Benchmark"):
+        load_package(tmp_path / "multi")
+
+
+def test_an_alias_of_an_unregistered_benchmark_is_an_error(tmp_path):
+    write_package(tmp_path, "multi", MULTI.replace('b = "Beta-v1"', 'b = "Gamma-v0"'))
+    with pytest.raises(CatalogueError, match="aliases name no registered Benchmark: Gamma-v0"):
+        load_package(tmp_path / "multi")
 
 
 def test_unknown_name_lists_the_known_benchmarks(packages):

@@ -20,10 +20,16 @@ def test_report_json_lists_every_check():
     report = EnvReport(image="i:t", image_id="sha256:1", benchmarks=("B-v0",),
                        checks=(EnvCheck(benchmark="B-v0", name="splits are disjoint", ok=False, detail="why"),))
     assert json.loads(json.dumps(report.to_json())) == {
-        "image": "i:t", "image_id": "sha256:1", "benchmarks": ["B-v0"], "ok": False,
-        "checks": [{"benchmark": "B-v0", "name": "splits are disjoint", "ok": False, "detail": "why"}],
+        "image": "i:t", "image_id": "sha256:1", "benchmarks": ["B-v0"], "ok": False, "finished": True,
+        "checks": [{"benchmark": "B-v0", "name": "splits are disjoint", "ok": False, "detail": "why", "finished": True}],
     }
     assert report.failures() == ["B-v0: splits are disjoint: why"]
+
+
+def test_a_check_that_did_not_finish_makes_the_report_unfinished_not_merely_failed():
+    late = EnvCheck(benchmark="B-v0", name="checks ran", ok=False, detail="not finished within 300 s", finished=False)
+    report = EnvReport(image="i:t", image_id="sha256:1", benchmarks=("B-v0",), checks=(late,))
+    assert not report.ok and not report.finished and report.to_json()["finished"] is False
 
 
 def test_a_package_directory_is_a_directory_target_and_a_name_is_not(tmp_path, monkeypatch):

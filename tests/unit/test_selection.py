@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from orchestrator.kernel.selection import CandidateResult, fallback_candidates, select_candidate
+from orchestrator.kernel.selection import CandidateResult, every_completed, fallback_candidates, select_candidate
 from orchestrator.kernel.session import SubmissionState, SubmissionView
 
 NAN = float("nan")
@@ -139,3 +139,24 @@ def test_nan_train_scores_rank_last_in_the_fallback():
 def test_a_fallback_limit_below_one_is_an_error(limit):
     with pytest.raises(ValueError):
         fallback_candidates([submission(1, 1.0)], limit, "maximize")
+
+
+# the published rule: every completed Submission a candidate, ties to the latest
+
+def test_every_completed_submission_is_a_candidate_latest_first():
+    submissions = [submission(1, 3.0), submission(2, None, state="running"), submission(3, 5.0, state="voided"),
+                   submission(4, 1.0), submission(5, 2.0, failures=3)]
+    assert every_completed(submissions) == ("s0005", "s0004", "s0001")
+
+
+@pytest.mark.parametrize("direction", ["maximize", "minimize"])
+def test_under_the_published_rule_a_tie_goes_to_the_latest_submission_whatever_its_failures(direction):
+    latest_first = [result(0, 7.0, failures=2), result(1, 7.0, failures=0), result(2, 7.0, failures=0)]
+    assert select_candidate(latest_first, direction, failures_break_ties=False).order == 0
+    assert select_candidate(latest_first, direction).order == 1
+
+
+def test_under_the_published_rule_the_best_validation_score_still_wins():
+    latest_first = [result(0, 1.0), result(1, 9.0, failures=5), result(2, 4.0)]
+    assert select_candidate(latest_first, "maximize", failures_break_ties=False).order == 1
+    assert select_candidate(latest_first, "minimize", failures_break_ties=False).order == 0

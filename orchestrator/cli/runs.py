@@ -1,0 +1,168 @@
+"""`epg-orchestrate spec check | schema` and `runs list | show`: spec files before a Run, run directories after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
+from orchestrator.cli.options import Environments, Json, environment_roots
+from orchestrator.cli.run import image_checker, print_manifest
+from orchestrator.images.catalogue import CatalogueError, discover
+from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.records import schema
+from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run.preflight import preflight
+from orchestrator.run.spec import SpecError, json_schema, load_spec
+
+spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
+runs_app = typer.Typer(help="Look at run directories.", no_args_is_help=True)
+
+ExistingDirectory = Annotated[Path, typer.Argument(exists=True, file_okay=False, show_default=False)]
+
+
+@spec_app.command("check")
+def spec_check(
+    spec_file: Annotated[Path, typer.Argument(help="Run spec (YAML).", exists=True, dir_okay=False, show_default=False)],
+    environments: Environments = None,
+    as_json: Json = False,
+) -> None:
+    """Check a spec as `run` does before it starts anything; print every problem as `field.path: reason`.
+
+    YAML syntax errors print as `line:column: reason`. Exit status: 0 valid, 1 problems, 2 usage,
+    3 the engine did not answer (asked only when the spec names an agent image of its own).
+    """
+    json_mode(as_json)
+    document: dict[str, Any] = {"spec": str(spec_file), "valid": False, "problems": []}
+    try:
+        spec, _ = load_spec(spec_file)
+    except SpecError as exc:
+        _report_spec(document | {"problems": exc.problems}, as_json)
+    try:
+        problems = preflight(spec, spec_file.resolve().parent, discover(environment_roots(environments)), image_exists=image_checker(spec))
+    except CatalogueError as exc:
+        problems = [f"benchmark: {exc}"]
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+    document.update(benchmark=spec.benchmark, agent=spec.agent.kind, episodes=spec.budget.episodes, submissions=spec.budget.max_submissions)
+    _report_spec(document | {"valid": not problems, "problems": problems}, as_json)
+
+
+def _report_spec(document: dict[str, Any], as_json: bool) -> NoReturn:
+    if as_json:
+        print_json(document)
+    elif document["problems"]:
+        for problem in document["problems"]:
+            # line:column problems read as file:line:column, the form editors jump to.
+            separator = ":" if problem[:1].isdigit() else ": "
+            err.print(f"{document['spec']}{separator}{problem}", highlight=False)
+    else:
+        out.print(f"{document['spec']}: valid ({document['agent']} agent on {document['benchmark']}, {document['episodes']} Episodes)",
+                  highlight=False)
+    raise typer.Exit(int(ExitCode.OK if document["valid"] else ExitCode.BAD_INPUT))
+
+
+@spec_app.command("schema")
+def spec_schema() -> None:
+    """Print the JSON Schema of spec files."""
+    print(json.dumps(json_schema(), indent=2))
+
+
+def run_summary(directory: Path) -> dict[str, Any]:
+    """One row of `runs list`: the fields of run.json it shows, or `error` when run.json cannot be read."""
+    row: dict[str, Any] = {"run": directory.name, "path": str(directory)}
+    try:
+        manifest = RunDirectory(directory).read_manifest()
+    except schema.RecordError as exc:
+        return row | {"error": exc.reason}
+    if not manifest:
+        return row | {"error": "no run.json yet (a Run that never started)"}
+    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
+    score = assessment.get("score")
+    return row | {
+        "benchmark": manifest.get("benchmark"), "agent": manifest.get("agent"), "phase": manifest.get("phase"),
+        "terminal_reason": manifest.get("terminal_reason"), "assessment_score": score if isinstance(score, (int, float)) else None,
+        "started_at": manifest.get("started_at"), "error": None,
+    }
+
+
+@runs_app.command("list")
+def runs_list(
+    root: Annotated[Path, typer.Argument(help="Directory holding run directories.", exists=True, file_okay=False)] = Path("runs"),
+    as_json: Json = False,
+) -> None:
+    """List run directories with their phase, terminal reason and assessment score; an unreadable one is marked, not fatal."""
+    json_mode(as_json)
+    directories = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                         and (RunDirectory(p).manifest_path.exists() or RunDirectory(p).events_path.exists()))
+    rows = [run_summary(directory) for directory in directories]
+    if as_json:
+        print_json({"root": str(root), "runs": rows})
+        return
+    table = Table()
+    for column in ("run", "benchmark", "agent", "phase", "terminal reason", "assessment"):
+        table.add_column(column)
+    for row in rows:
+        if row["error"]:
+            table.add_row(row["run"], f"[red]unreadable: {row['error']}[/]", "", "", "", "")
+            continue
+        score = row["assessment_score"]
+        table.add_row(row["run"], str(row["benchmark"]), str(row["agent"]), str(row["phase"]),
+                      str(row["terminal_reason"] or "-"), "-" if score is None else f"{score:.3f}")
+    out.print(table)
+
+
+def submission_summary(record_path: Path) -> dict[str, Any]:
+    """One Submission of `runs show` from its record.json, or `error` when the record is unreadable or partial."""
+    row: dict[str, Any] = {"id": record_path.parent.name}
+    try:
+        record = schema.read_record(record_path, schema.SUBMISSION)
+        feedback = record["feedback"]
+        episodes = feedback["episodes"]
+        score = feedback["score"]
+        if not isinstance(episodes, list) or not isinstance(score, (int, float)):
+            raise TypeError("feedback.episodes must be a list and feedback.score a number")
+        failures = sum(1 for e in episodes if isinstance(e, dict) and e.get("failure"))
+        return row | {"id": str(record.get("id", row["id"])), "selector": str(record.get("selector", "")), "score": score,
+                      "policy_failures": failures, "program_digest": str(record.get("program_digest", "")), "error": None}
+    except schema.RecordError as exc:
+        return row | {"error": exc.reason}
+    except KeyError as exc:
+        return row | {"error": f"partial record: no {exc.args[0]!r}"}
+    except TypeError as exc:
+        return row | {"error": f"malformed record: {exc}"}
+
+
+@runs_app.command("show")
+def runs_show(run_dir: ExistingDirectory, as_json: Json = False) -> None:
+    """Show one Run: its Submissions, Validation and Assessment; unreadable records are marked, not fatal."""
+    json_mode(as_json)
+    records = RunDirectory(run_dir)
+    try:
+        manifest = records.read_manifest()
+    except schema.RecordError as exc:
+        fail(str(exc))
+    if not manifest:
+        fail(f"{run_dir} is not a run directory (it holds no run.json)")
+    submissions = [submission_summary(path) for path in sorted((run_dir / "submissions").glob("*/record.json"))]
+    if as_json:
+        print_json({"run_dir": str(run_dir), "manifest": manifest, "submissions": submissions})
+        return
+    table = Table(title="Submissions", title_justify="left")
+    for column in ("id", "selector", "score", "failures", "program"):
+        table.add_column(column)
+    for row in submissions:
+        if row["error"]:
+            table.add_row(row["id"], f"[red]unreadable: {row['error']}[/]", "", "", "")
+        else:
+            table.add_row(row["id"], row["selector"], f"{row['score']:.3f}", str(row["policy_failures"]), row["program_digest"][:19])
+    out.print(table)
+    print_manifest(run_dir, manifest)
+    validation = manifest.get("validation") if isinstance(manifest.get("validation"), dict) else {}
+    scores = validation.get("scores") if isinstance(validation.get("scores"), dict) else {}
+    for submission_id, score in scores.items():
+        out.print(f"validation {submission_id}: {score:.3f}" if isinstance(score, (int, float)) else f"validation {submission_id}: {score}")

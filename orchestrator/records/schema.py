@@ -1,0 +1,59 @@
+"""Schema ids of every JSON record, and the one tolerant reader of records read back.
+
+A record names its shape in a top-level "schema" field ("epg.<kind>/<major>");
+a reader that meets a record it cannot use says so in one line, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RUN = "epg.run/1"  # run.json
+EVALUATION = "epg.evaluation/1"  # evaluation.json of `evaluate --output`, and its --json output
+FEEDBACK = "epg.feedback/1"  # feedback.json, published to the agent and kept per Submission
+SUBMISSION = "epg.submission/1"  # submissions/<id>/record.json
+EVENT = "epg.event/1"  # each line of events.jsonl
+VALIDATION = "epg.validation/1"  # validation.json
+ASSESSMENT = "epg.assessment/1"  # assessment.json
+
+ALL = (RUN, EVALUATION, FEEDBACK, SUBMISSION, EVENT, VALIDATION, ASSESSMENT)
+
+
+class RecordError(ValueError):
+    """A record is missing, unreadable, not JSON, not an object or of another schema; str() is one line naming the file."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def read_record(path: Path, schema: str | None = None, *, max_bytes: int = 64 << 20) -> dict[str, Any]:
+    """Return the JSON object in path. Raises RecordError.
+
+    With schema, a record naming another schema is refused; one naming none (written
+    before records carried their schema) is accepted.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise RecordError(path, "missing") from None
+    except OSError as exc:
+        raise RecordError(path, f"unreadable: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise RecordError(path, f"larger than {max_bytes} bytes")
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordError(path, "not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(path, f"not JSON ({exc.lineno}:{exc.colno}: {exc.msg})") from None
+    if not isinstance(document, dict):
+        raise RecordError(path, f"not a JSON object but a {type(document).__name__}")
+    found = document.get("schema")
+    if schema is not None and found is not None and found != schema:
+        raise RecordError(path, f"schema {found!r}, expected {schema!r}")
+    return document
