@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e './sdk[gym,runner]'
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	# highway-env's metadata asks for pygame; pygame-ce (in the dev extra) stands in for it.
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'highway-env==1.11'
 	touch $(STAMP)
 
 setup: $(STAMP)

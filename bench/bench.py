@@ -1,10 +1,13 @@
-"""Throughput benchmark of the Episode sandbox on CartPole-v1 (`make bench`): warm pool, cold start, local reference.
+"""Throughput benchmark of the Episode sandbox on CartPole-v1 (`make bench`): warm pool, cold start, local reference; then per Benchmark.
 
 Prints, for each figure, the value and how it was measured. All figures of
 one invocation come from the same machine state, so ratios are meaningful
 even on a shared, noisy machine. The one-lane step latency and the 500-step
 cold-start rate are also measured with gVisor (runsc) policy containers, their
-samples interleaved with runc's (`--runtimes runc` leaves them out).
+samples interleaved with runc's (`--runtimes runc` leaves them out). Then,
+for each Benchmark of --benchmarks (default: the MiniGrid and highway-env
+ones), its random Program's figures: the environment's own step time, our
+per-step overhead beyond it, and Episodes/s on a warm pool (bench/per_benchmark.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
+
+from per_benchmark import CORE16_PART1, measure, print_figures
 
 from epg.v1 import runner_pb2
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -133,14 +138,28 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="samples of the cold-start and one-lane figures (the median is shown)")
     parser.add_argument("--runtimes", default="runc,runsc",
                         help="policy container runtimes of the one-lane and cold-start figures (runc first: the other figures use it)")
+    parser.add_argument("--benchmarks", default=",".join(CORE16_PART1),
+                        help="Benchmarks for the per-Benchmark figures, comma-separated ('' for none)")
+    parser.add_argument("--benchmark-episodes", type=int, default=16, help="Episodes of each per-Benchmark warm-pool figure")
+    parser.add_argument("--only-benchmarks", action="store_true", help="skip the CartPole figures")
     args = parser.parse_args()
-    n = args.episodes
     runtimes = [r for r in args.runtimes.split(",") if r]
     if not runtimes or runtimes[0] != "runc" or not set(runtimes) <= set(RUNTIMES):
         parser.error(f"--runtimes: a comma-separated list of {', '.join(RUNTIMES)} starting with runc")
 
     engine = DockerEngine.connect()
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
+    if not args.only_benchmarks:
+        cartpole_figures(engine, builder, args, runtimes)
+    wanted = [b for b in args.benchmarks.split(",") if b]
+    if wanted:
+        print(f"\nper Benchmark: its uniform-random Program, {args.benchmark_episodes} Episodes on a warm pool\n", flush=True)
+        print_figures([measure(engine, builder, b, args.benchmark_episodes, settle) for b in wanted])
+    return 0
+
+
+def cartpole_figures(engine: DockerEngine, builder: ImageBuilder, args: argparse.Namespace, runtimes: list[str]) -> None:
+    n = args.episodes
     package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
     tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
     images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
@@ -231,7 +250,6 @@ def main() -> int:
     report("memory of one idle pooled container", memory, "MiB")
     for runtime in runtimes[1:]:
         report(f"{runtime}: memory of one idle pooled container", idle_memory[runtime], "MiB", f"(runc, one lane: {idle_memory['runc']:.2f})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ loaded by every `pytest` through the `pytest11` entry point `epg`. Options
 Fixtures: `epg_image`, `epg_environment` (the conformance checks run inside the
 image, in a hardened container started with testcontainers), `epg_check_report`
 (the same report, asserted to pass), `epg_baseline` (the package's baseline
-Program through the real sandbox: its Feedback). `assert_checks_pass` is the
+Program through the real sandbox: its Feedback), `epg_baselines` (the same for
+each Benchmark of an image holding several: id -> Feedback). `assert_checks_pass` is the
 assertion on its own. Example, the whole of an author's image test:
 
     def test_conformance(epg_check_report):
@@ -124,7 +125,7 @@ class _Session:
     base: str
     images: dict[Path, str] = field(default_factory=dict)
     reports: dict[str, ImageReport] = field(default_factory=dict)
-    baselines: dict[tuple[str, Path], EvaluationFeedback] = field(default_factory=dict)
+    baselines: dict[tuple[str, Path, str], EvaluationFeedback] = field(default_factory=dict)
     benchmarks: dict[str, dict[str, str]] = field(default_factory=dict)
     policy_runtime: str | None = None
 
@@ -215,37 +216,52 @@ def epg_baseline(request: pytest.FixtureRequest, _epg_session: _Session, epg_ima
     The Program runs through the real sandbox: the image as the environment
     runner, each Episode in a fresh policy container. Policy failures are in the
     Feedback (`episodes[i].failure`); fails the test for an image holding several
-    Benchmarks (which one the baseline is for is ambiguous), an unreadable
-    baseline or an infrastructure fault.
+    Benchmarks (use epg_baselines there), an unreadable baseline or an infrastructure fault.
     """
+    benchmarks = _benchmarks_of(_epg_session, epg_image, epg_package)
+    if len(benchmarks) != 1:
+        pytest.fail(f"{epg_image} holds {len(benchmarks)} Benchmarks ({', '.join(benchmarks)}); "
+                    "epg_baseline runs the baseline of a package with exactly one (epg_baselines runs it on each)", pytrace=False)
+    ((benchmark_id, entry),) = benchmarks.items()
+    return _baseline_feedback(request, _epg_session, epg_image, epg_package, benchmark_id, entry)
+
+
+@pytest.fixture(scope="module")
+def epg_baselines(request: pytest.FixtureRequest, _epg_session: _Session, epg_image: str,
+                  epg_package: EnvironmentPackage) -> dict[str, EvaluationFeedback]:
+    """Benchmark id -> the Feedback of the package's baseline Program on that Benchmark, for every Benchmark of the image.
+
+    As epg_baseline, one Benchmark after another (a family package's one baseline serves them all).
+    """
+    return {benchmark_id: _baseline_feedback(request, _epg_session, epg_image, epg_package, benchmark_id, entry)
+            for benchmark_id, entry in _benchmarks_of(_epg_session, epg_image, epg_package).items()}
+
+
+def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: str, package: EnvironmentPackage,
+                       benchmark_id: str, entry: str) -> EvaluationFeedback:
     from orchestrator.backends.sandbox import DockerSandbox, SandboxImages
     from orchestrator.kernel.codes import InfrastructureError
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.kernel.program import ProgramError, capture_program
 
-    key = (epg_image, epg_package.root)
-    if key not in _epg_session.baselines:
-        benchmarks = _benchmarks_of(_epg_session, epg_image, epg_package)
-        if len(benchmarks) != 1:
-            pytest.fail(f"{epg_image} holds {len(benchmarks)} Benchmarks ({', '.join(benchmarks)}); "
-                        "epg_baseline runs the baseline of a package with exactly one", pytrace=False)
-        (entry,) = benchmarks.values()
+    key = (image, package.root, benchmark_id)
+    if key not in state.baselines:
         try:
-            baseline = capture_program(epg_package.baseline_dir)
+            baseline = capture_program(package.baseline_dir)
         except ProgramError as exc:
-            pytest.fail(f"baseline Program {epg_package.baseline_dir}: {exc.message}", pytrace=False)
+            pytest.fail(f"baseline Program {package.baseline_dir}: {exc.message}", pytrace=False)
         episodes = int(_option(request.config, "epg_episodes") or 3)
-        if _epg_session.policy_runtime is None:
-            (_epg_session.policy_runtime,) = _ensure(_epg_session, ["policy-runtime"], [epg_package.root])
-        images = SandboxImages(environment=epg_image, policy_runtime=_epg_session.policy_runtime, benchmark_entry=entry)
+        if state.policy_runtime is None:
+            (state.policy_runtime,) = _ensure(state, ["policy-runtime"], [package.root])
+        images = SandboxImages(environment=image, policy_runtime=state.policy_runtime, benchmark_entry=entry)
         try:
-            with DockerSandbox(_epg_session.engine, images, labels=_epg_session.labels) as sandbox:
+            with DockerSandbox(state.engine, images, labels=state.labels) as sandbox:
                 evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
         except InfrastructureError as exc:
-            pytest.fail(f"the baseline of {epg_image} did not run: {exc.code.value}: {exc.message}\n{exc.evidence[-2000:]}",
+            pytest.fail(f"the baseline of {benchmark_id} in {image} did not run: {exc.code.value}: {exc.message}\n{exc.evidence[-2000:]}",
                         pytrace=False)
-        _epg_session.baselines[key] = evaluation.feedback
-    return _epg_session.baselines[key]
+        state.baselines[key] = evaluation.feedback
+    return state.baselines[key]
 
 
 def _ensure(state: _Session, names: list[str], roots: list[Path]) -> list[str]:

@@ -229,6 +229,9 @@ class ImageBuilder:
             (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
             local = {_distribution_name(root) for root in recipe.distributions}
             self._fetch_wheels(tuple(r for r in recipe.requirements if _requirement_name(r) not in local), wheels)
+            if recipe.no_deps_requirements:
+                (wheels / "requirements-nodeps.txt").write_text("\n".join(recipe.no_deps_requirements) + "\n")
+                self._fetch_wheels(recipe.no_deps_requirements, wheels, with_dependencies=False)
             for root in recipe.distributions:
                 self._build_wheel(root, wheels)
         for destination, source in recipe.files.items():
@@ -282,11 +285,14 @@ class ImageBuilder:
                 shutil.copyfileobj(member, out, 1 << 20)
         os.chmod(target, 0o755)
 
-    def _fetch_wheels(self, requirements: tuple[str, ...], dest: Path) -> None:
-        """Copy the wheels of requirements into dest, downloading into the cache only what is missing."""
+    def _fetch_wheels(self, requirements: tuple[str, ...], dest: Path, *, with_dependencies: bool = True) -> None:
+        """Copy the wheels of requirements (and of their dependencies, unless told not to) into dest,
+        downloading into the cache only what is missing."""
         house = self._cache / "wheelhouse"
         house.mkdir(parents=True, exist_ok=True)
         target = ["--only-binary=:all:", "--python-version", TARGET_PYTHON, "--implementation", "cp"]
+        if not with_dependencies:
+            target.append("--no-deps")
         for tag in platform_tags():
             target += ["--platform", tag]
         base = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(dest), *target]

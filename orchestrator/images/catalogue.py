@@ -50,6 +50,9 @@ class EpgTable(BaseModel):
     baseline: str = "baseline"
     # A list names the package's only Benchmark; a table maps each alias to one of several ({"doorkey": "MiniGrid-DoorKey-16x16-v0"}).
     aliases: tuple[str, ...] | dict[str, str] = ()
+    # Pins of requirements.lock installed without their dependencies, after the others: for a
+    # distribution whose metadata names one that another pin replaces (highway-env's `pygame`).
+    no_deps: tuple[str, ...] = ()
     benchmarks: dict[str, str]
 
     @model_validator(mode="after")

@@ -93,11 +93,13 @@ class ImageRecipe:
     npm: tuple[NpmBinary, ...] = ()
     parent: str | None = None  # the recipe whose image is BASE (default: the base image)
     distributions: tuple[Path, ...] = ()  # source trees built into wheels/ on the host (named in requirements)
+    no_deps_requirements: tuple[str, ...] = ()  # pins installed with --no-deps after requirements (wheels/requirements-nodeps.txt)
 
     def inputs_hash(self, base: str) -> str:
         """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements, files."""
         hasher = hashlib.sha256()
-        for part in (self.name, base, "\n".join(self.requirements)):
+        no_deps = ("\n".join(self.no_deps_requirements),) if self.no_deps_requirements else ()  # absent: the tags of before
+        for part in (self.name, base, "\n".join(self.requirements), *no_deps):
             hasher.update(part.encode() + b"\0")
         hasher.update(self.dockerfile.read_bytes() + b"\0")
         for prefix, mapping in (("lib", self.files), ("context", self.context_files)):
@@ -188,6 +190,16 @@ def _merge_requirements(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{key}=={pins[key]}" for key in sorted(pins))
 
 
+def _split_no_deps(requirements: tuple[str, ...], names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the pins installed with their dependencies, the pins named in names). Raises ValueError for a name not pinned."""
+    wanted = {re.sub(r"[-_.]+", "-", name.strip().lower()) for name in names}
+    pinned = {requirement.partition("==")[0] for requirement in requirements}
+    if wanted - pinned:
+        raise ValueError(f"tool.epg.no_deps names {', '.join(sorted(wanted - pinned))}, which requirements.lock does not pin")
+    return (tuple(r for r in requirements if r.partition("==")[0] not in wanted),
+            tuple(r for r in requirements if r.partition("==")[0] in wanted))
+
+
 def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
     """The runner, the SDK (installed as the epg-sdk distribution), the Benchmark package and its simulator."""
     files: dict[str, Path] = {}
@@ -199,11 +211,14 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
     if readme.is_file():
         files[f"{package.table.module}/README.md"] = readme
     smoke = ", ".join(sorted({entry.split(":")[0] for entry in package.table.benchmarks.values()}))
+    requirements = _merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package), (SDK_REQUIREMENT,))
+    requirements, no_deps = _split_no_deps(requirements, package.table.no_deps)
     return ImageRecipe(
         name=package.image,
         dockerfile=IMAGES / "environment" / "Dockerfile",
         build_args={"SMOKE": f"epg_sdk.runtime.runner, {smoke}"},
-        requirements=_merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package), (SDK_REQUIREMENT,)),
+        requirements=requirements,
+        no_deps_requirements=no_deps,
         files=files,
         distributions=(SDK_DISTRIBUTION,),
         labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},

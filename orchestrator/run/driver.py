@@ -118,7 +118,7 @@ class RunDriver:
             self._notify("note", {"message": f"reaped {reaped.total} containers left by a dead orchestrator"})
         builder = ImageBuilder(engine.client, base=options.base, environments=options.environments,
                                progress=lambda m: self._notify("note", {"message": m}))
-        package, _, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
+        package, self._benchmark_id, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
         relay_policy(self._spec)  # a missing credential is said before anything starts
         agent_image = AGENT_IMAGES.get(self._spec.agent.kind, "agent-base")
         built = {r.name: r for r in builder.ensure(["policy-runtime", package.image, agent_image])}
@@ -210,7 +210,7 @@ class RunDriver:
         records.store_program(program)
         records.update_manifest(
             started_at=provenance.utc_now(), spec_dir=str(self._options.spec_dir),
-            benchmark=spec.benchmark, phase="agent", seed=spec.seed, initial_program_digest=program.digest,
+            benchmark=self._benchmark_id, phase="agent", seed=spec.seed, initial_program_digest=program.digest,
             agent=spec.agent.kind, budget=spec.budget.model_dump(),
             seed_key_id=self._seed_key.id, seed_key_file=str(self._seed_key.path),
         )

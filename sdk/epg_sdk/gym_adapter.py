@@ -16,7 +16,11 @@ from epg_sdk.benchmark import Benchmark, BenchmarkSpec, Direction, Environment, 
 
 
 def describe_space(space: spaces.Space) -> dict[str, Any]:
-    """Return the public description of a gymnasium space. Raises TypeError for an unsupported space."""
+    """Return the public description of a gymnasium space. Raises TypeError for an unsupported space.
+
+    A space of strings is ``{"type": "text"}``; for gymnasium's Text it also
+    carries ``min_length``, ``max_length`` and ``charset`` (its characters, sorted).
+    """
     if isinstance(space, spaces.Discrete):
         return {"type": "discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.Box):
@@ -35,7 +39,18 @@ def describe_space(space: spaces.Space) -> dict[str, Any]:
         return {"type": "dict", "spaces": {k: describe_space(s) for k, s in space.spaces.items()}}
     if isinstance(space, spaces.Tuple):
         return {"type": "tuple", "spaces": [describe_space(s) for s in space.spaces]}
+    if isinstance(space, spaces.Text):
+        return {"type": "text", "min_length": int(space.min_length), "max_length": int(space.max_length), "charset": space.characters}
+    if _holds_text(space):
+        # A text space of another kind (e.g. a space of mission strings): its values are str, nothing more is known.
+        return {"type": "text"}
     raise TypeError(f"unsupported gymnasium space {space!r}")
+
+
+def _holds_text(space: spaces.Space) -> bool:
+    """True when space holds Python strings: gymnasium's Text, or any space declared with ``dtype=str``."""
+    dtype = getattr(space, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "U"
 
 
 def describe_environment(env_id: str) -> dict[str, Any]:
@@ -93,6 +108,10 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
             if not isinstance(action, (list, tuple)) or len(action) != len(space.spaces):
                 raise InvalidAction(f"expected a sequence of {len(space.spaces)} actions")
             return tuple(coerce_action(s, a) for s, a in zip(space.spaces, action, strict=True))
+        elif _holds_text(space):
+            if not isinstance(action, str):
+                raise InvalidAction(f"expected a str, got {type(action).__name__}")
+            value = str(action)  # a str subclass (np.str_) becomes a plain str
         else:
             value = np.asarray(action, dtype=space.dtype)
     except (TypeError, ValueError, OverflowError) as exc:

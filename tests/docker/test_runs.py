@@ -227,7 +227,7 @@ def test_example_hill_climb_improves_on_its_starting_program(tmp_path, scope):
 
 def test_the_published_rule_validates_every_completed_submission_and_breaks_a_tie_to_the_latest(tmp_path, write_program, scope):
     steady = write_program(STEADY)
-    protocol = {**SMALL, "validation": {"episodes": 3, "max_candidates": 1, "candidates": "all_completed"},
+    protocol = {**SMALL, "benchmark": "cartpole", "validation": {"episodes": 3, "max_candidates": 1, "candidates": "all_completed"},
                 "assessment": {"episodes": 2, "include_initial_program": False}}
     spec = write_spec(tmp_path / "spec.yaml", **protocol, agent={
         "kind": "scripted",
@@ -244,4 +244,5 @@ def test_the_published_rule_validates_every_completed_submission_and_breaks_a_ti
     scores = manifest["validation"]["scores"]
     assert scores["s0001"] == scores["s0003"] == 500.0 and scores["s0002"] < 500.0
     assert manifest["final"]["submission_id"] == "s0003"
+    assert manifest["benchmark"] == "CartPole-v1"  # the id the alias resolved to
     assert "Every completed Submission is then" in (run_dir / "workspace" / "TASK.md").read_text()

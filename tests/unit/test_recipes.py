@@ -80,6 +80,7 @@ def test_inputs_hash_changes_when_a_requirement_changes(recipe_files):
         {"npm": (NpmBinary(package="tool@1.0.0", member="package/tool", destination="bin/tool"),)},
         {"labels": {"k": "w"}},
         {"requirements": ("numpy==2.4.6",)},
+        {"no_deps_requirements": ("highway-env==1.11",)},
     ],
     ids=lambda o: next(iter(o)),
 )
@@ -262,3 +263,19 @@ def test_a_distribution_is_hashed_by_its_sources_not_its_build_output(tmp_path):
     assert recipe.inputs_hash("base") == first
     (source / "pkg" / "__init__.py").write_text("A = 2\n")
     assert recipe.inputs_hash("base") != first
+
+
+def test_no_deps_pins_leave_the_resolved_requirements_and_are_installed_apart():
+    (highway,) = [p for p in discover() if p.image == "env-highway"]
+    recipe = environment_recipe(highway)
+    assert recipe.no_deps_requirements == ("highway-env==1.11",)
+    assert "highway-env==1.11" not in recipe.requirements
+    assert "pygame-ce==2.5.8" in recipe.requirements and not any(r.startswith("pygame==") for r in recipe.requirements)
+
+
+def test_a_no_deps_name_the_lock_does_not_pin_is_an_error():
+    from orchestrator.images.recipes import _split_no_deps
+
+    assert _split_no_deps(("a==1", "b-c==2"), ("B_C",)) == (("a==1",), ("b-c==2",))
+    with pytest.raises(ValueError, match="tool.epg.no_deps names d, which requirements.lock does not pin"):
+        _split_no_deps(("a==1",), ("d",))

@@ -1,0 +1,134 @@
+"""Per-Benchmark figures of `make bench`: the environment's own step time, our overhead beyond it, Episodes/s on a warm pool.
+
+Each Benchmark runs its package's uniform-random Program (random/), the
+published tables' reference policy, whose own cost is small. The environment's
+own step is timed in this process, side by side: the Benchmark made from its
+package, stepped with uniformly random actions, env.step alone on the clock.
+What the sandbox's loop spends per step beyond that is ours (the policy's
+act() in its container, framing, the socket, the runner's loop).
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
+from orchestrator.images.builder import ImageBuilder
+from orchestrator.images.catalogue import resolve_benchmark
+from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.program import capture_program
+
+# The Benchmarks of Core16 part 1 (MiniGrid and highway-env).
+CORE16_PART1 = (
+    "MiniGrid-DoorKey-16x16-v0", "MiniGrid-KeyCorridorS4R3-v0", "MiniGrid-FourRooms-v0", "MiniGrid-ObstructedMaze-1Q-v1",
+    "parking-v0", "roundabout-v0",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchmarkFigures:
+    benchmark: str
+    steps_per_episode: float
+    environment_us: float  # the environment's own step, env.step alone, in this process
+    policy_us: float  # the policy round trip the runner waits for: the observation out, act(), the action back
+    all_in_us: float  # the runner's whole loop per step, one lane
+    warm_rate: float  # Episodes/s from a filled pool, every lane busy
+
+    @property
+    def overhead_us(self) -> float:
+        """Per step, everything beyond the environment's own step (the policy's act() included)."""
+        return self.all_in_us - self.environment_us
+
+
+def local_step_us(package_root, entry: str, episodes: int, seed: int = 0) -> float:
+    """Microseconds of the environment's own step: Episodes of the Benchmark made here, random actions, env.step timed alone."""
+    from epg_sdk.runtime.runner import load_benchmark
+
+    sys.path.insert(0, str(package_root))
+    benchmark = load_benchmark(entry)
+    rng = np.random.default_rng(seed)
+    space = benchmark.spec.action_space
+    spent, steps = 0.0, 0
+    for payload in benchmark.plan("train", seed, episodes):
+        environment = benchmark.make_environment(payload)
+        environment.reset()
+        for _ in range(benchmark.spec.horizon):
+            action = benchmark.validate_action(_random_action(space, rng))
+            began = time.perf_counter()
+            result = environment.step(action)
+            spent += time.perf_counter() - began
+            steps += 1
+            if result.terminated or result.truncated:
+                break
+        environment.close()
+    return spent / steps * 1e6
+
+
+def _random_action(space: dict, rng: np.random.Generator):
+    if space["type"] == "discrete":
+        return int(space.get("start", 0)) + int(rng.integers(int(space["n"])))
+    if space["type"] == "box":
+        return rng.uniform(np.asarray(space["low"], dtype=np.float64), np.asarray(space["high"], dtype=np.float64))
+    raise ValueError(f"no random action for a {space['type']} space")
+
+
+def measure(engine: DockerEngine, builder: ImageBuilder, benchmark: str, episodes: int, settle: Callable[[], None]) -> BenchmarkFigures:
+    """Run benchmark's random Program: per-step figures on one lane, then the warm-pool rate on every lane."""
+    package, benchmark_id, entry = resolve_benchmark(benchmark, builder.packages())
+    tags = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
+    images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
+    program = capture_program(package.root / "random")
+
+    def labels() -> LabelSet:
+        return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope="bench")
+
+    lone = max(4, episodes // 2)
+    with DockerSandbox(engine, images, labels=labels(), tuning=SandboxTuning(concurrency=1, pool_size=lone)) as sandbox:
+        sandbox.pool.wait_until_settled(600)
+        settle()
+        outcomes = _completed(evaluate_program(sandbox, program, split="train", seed=0, episodes=lone))
+    steps = sum(o.steps for o in outcomes)
+    settle()
+    environment_us = local_step_us(package.root, entry, lone)
+    settle()
+    with DockerSandbox(engine, images, labels=labels(), tuning=SandboxTuning(pool_size=episodes)) as sandbox:
+        sandbox.pool.wait_until_settled(600)
+        settle()
+        began = time.perf_counter()
+        _completed(evaluate_program(sandbox, program, split="train", seed=1, episodes=episodes))
+        rate = episodes / (time.perf_counter() - began)
+    settle()
+    return BenchmarkFigures(
+        benchmark=benchmark_id,
+        steps_per_episode=steps / len(outcomes),
+        environment_us=environment_us,
+        policy_us=sum(o.policy_seconds for o in outcomes) / steps * 1e6,
+        all_in_us=sum(o.loop_seconds for o in outcomes) / steps * 1e6,
+        warm_rate=rate,
+    )
+
+
+def _completed(evaluation) -> list:
+    outcomes = list(evaluation.feedback.episodes)
+    failed = [o.reason for o in outcomes if o.failure is not None]
+    if failed:
+        raise RuntimeError(f"the random Program failed on {evaluation.benchmark.id}: {failed[:3]}")
+    return outcomes
+
+
+def print_figures(figures: list[BenchmarkFigures]) -> None:
+    header = f"{'benchmark':<32} {'steps/Ep':>9} {'env us/step':>12} {'policy us':>10} {'all-in us':>10} {'ours us':>9} {'warm Ep/s':>10}"
+    print(header, flush=True)
+    for f in figures:
+        print(f"{f.benchmark:<32} {f.steps_per_episode:>9.1f} {f.environment_us:>12.1f} {f.policy_us:>10.1f} {f.all_in_us:>10.1f} "
+              f"{f.overhead_us:>9.1f} {f.warm_rate:>10.2f}", flush=True)
+    print("(env: env.step alone, timed in this process; policy and all-in: one lane in the sandbox; ours = all-in - env, the "
+          "random policy's act() included; warm: a filled pool, every lane busy)", flush=True)
