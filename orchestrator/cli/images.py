@@ -66,15 +66,18 @@ def list_images(base: Base = "auto", environments: Environments = None, as_json:
     except Failures as exc:
         _fail_from(exc)
     if as_json:
-        print_json({"images": [{"name": s.name, "tag": s.tag or None, "present": s.present, "pinned": s.pinned or None} for s in statuses]})
+        print_json({"images": [{"name": s.name, "tag": s.tag or None, "present": s.present, "pinned": s.pinned or None,
+                                 "size_bytes": s.size_bytes} for s in statuses]})
         return
     table = Table()
-    for column in ("image", "tag", "state", "pinned"):
-        table.add_column(column)
+    for column in ("image", "tag", "state", "size", "pinned"):
+        table.add_column(column, justify="right" if column == "size" else "left")
     for status in statuses:
         state = "built" if status.present else "[yellow]missing[/]" if status.tag else "[yellow]no base image yet[/]"
-        table.add_row(status.name, status.tag or "-", state, status.pinned or "-")
+        size = f"{status.size_bytes / 2**20:.0f} MiB" if status.present else "-"
+        table.add_row(status.name, status.tag or "-", state, size, status.pinned or "-")
     out.print(table)
+    out.print("(size: each image whole, its base and the layers it shares with others included)", highlight=False)
 
 
 @app.command("prune")

@@ -47,6 +47,7 @@ class ImageStatus:
     tag: str
     present: bool
     pinned: str = ""  # e.g. the CLI and its version in an agent image
+    size_bytes: int = 0  # the image's size as the engine reports it (its shared layers included); 0 when absent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +138,8 @@ class ImageBuilder:
         for recipe in self._select(names):
             tag = self.tag_of(recipe)
             pinned = recipe.labels.get("org.evopolicygym.cli", "")
-            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=self.has_image(tag), pinned=pinned))
+            size = self._image_size(tag)
+            statuses.append(ImageStatus(name=recipe.name, tag=tag, present=size is not None, pinned=pinned, size_bytes=size or 0))
         return statuses
 
     def _select(self, names: list[str] | None) -> list[ImageRecipe]:
@@ -156,6 +158,12 @@ class ImageBuilder:
     def has_image(self, tag: str) -> bool:
         """Whether the engine holds an image under tag."""
         return self._image_id(tag) is not None
+
+    def _image_size(self, tag: str) -> int | None:
+        try:
+            return int(self._client.images.get(tag).attrs.get("Size") or 0)
+        except ImageNotFound:
+            return None
 
     def _image_id(self, tag: str) -> str | None:
         try:

@@ -77,11 +77,13 @@ def test_benchmarks_json_names_each_benchmark_with_its_package_and_version():
     assert {"Acrobot-v1", "MountainCarContinuous-v0"} <= set(rows)
 
 
-def test_images_list_json_gives_each_image_its_tag_and_state(images):
+def test_images_list_json_gives_each_image_its_tag_state_and_size(images, engine):
     result = cli("images", "list", "--json")
     assert result.returncode == 0, result.stderr
     listed = {row["name"]: row for row in json_of(result)["images"]}
-    assert listed["policy-runtime"] == {"name": "policy-runtime", "tag": images["policy-runtime"], "present": True, "pinned": None}
+    runtime = listed["policy-runtime"]
+    assert runtime == {"name": "policy-runtime", "tag": images["policy-runtime"], "present": True, "pinned": None, "size_bytes": runtime["size_bytes"]}
+    assert runtime["size_bytes"] == engine.client.images.get(images["policy-runtime"]).attrs["Size"] > 50 * 2**20
     assert listed["env-cartpole"]["tag"] == images["env-cartpole"] and listed["env-cartpole"]["present"] is True
     assert listed["agent-codex"]["pinned"].startswith("codex ")
 
@@ -326,6 +328,6 @@ def test_images_list_never_makes_a_missing_base(engine):
     assert result.returncode == 0, result.stderr
     listed = json_of(result)["images"]
     assert {row["name"] for row in listed} >= {"policy-runtime", "env-cartpole", "agent-base"}
-    assert all(row["tag"] is None and row["present"] is False for row in listed)
+    assert all(row["tag"] is None and row["present"] is False and row["size_bytes"] == 0 for row in listed)
     assert "pulling" not in result.stderr and "bootstrapping" not in result.stderr
     assert not engine.image_exists("epg-test/no-such-base:0")
