@@ -5,8 +5,8 @@ one invocation come from the same machine state, so ratios are meaningful
 even on a shared, noisy machine. The one-lane step latency and the 500-step
 cold-start rate are also measured with gVisor (runsc) policy containers, their
 samples interleaved with runc's (`--runtimes runc` leaves them out). Then,
-for each Benchmark of --benchmarks (default: the MiniGrid and highway-env
-ones), its random Program's figures: the environment's own step time, our
+for each Benchmark of --benchmarks (default: the Core16 ones beyond classic
+control that the catalogue holds), its random Program's figures: the environment's own step time, our
 per-step overhead beyond it, and Episodes/s on a warm pool (bench/per_benchmark.py).
 """
 
@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
-from per_benchmark import CORE16_PART1, measure, print_figures
+from per_benchmark import CORE16_OTHERS, known, measure, print_figures
 
 from epg.v1 import runner_pb2
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -138,8 +138,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="samples of the cold-start and one-lane figures (the median is shown)")
     parser.add_argument("--runtimes", default="runc,runsc",
                         help="policy container runtimes of the one-lane and cold-start figures (runc first: the other figures use it)")
-    parser.add_argument("--benchmarks", default=",".join(CORE16_PART1),
-                        help="Benchmarks for the per-Benchmark figures, comma-separated ('' for none)")
+    parser.add_argument("--benchmarks", default=None,
+                        help="Benchmarks for the per-Benchmark figures, comma-separated ('' for none; default: the Core16 "
+                             "Benchmarks beyond classic control that the catalogue holds)")
     parser.add_argument("--benchmark-episodes", type=int, default=16, help="Episodes of each per-Benchmark warm-pool figure")
     parser.add_argument("--only-benchmarks", action="store_true", help="skip the CartPole figures")
     args = parser.parse_args()
@@ -151,7 +152,7 @@ def main() -> int:
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
     if not args.only_benchmarks:
         cartpole_figures(engine, builder, args, runtimes)
-    wanted = [b for b in args.benchmarks.split(",") if b]
+    wanted = known(builder, CORE16_OTHERS) if args.benchmarks is None else [b for b in args.benchmarks.split(",") if b]
     if wanted:
         print(f"\nper Benchmark: its uniform-random Program, {args.benchmark_episodes} Episodes on a warm pool\n", flush=True)
         print_figures([measure(engine, builder, b, args.benchmark_episodes, settle) for b in wanted])
