@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	# highway-env's metadata asks for pygame; pygame-ce (in the dev extra) stands in for it.
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'highway-env==1.11'
+	# gymnasium-robotics' metadata also asks for Jinja2, which the Fetch tasks never import.
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps 'gymnasium-robotics==1.4.2'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,180 @@
+"""What the four MuJoCo Benchmarks share: one Environment that records each Episode's public summary, and the Feedback."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from epg_env_mujoco.trace import BoundedTrace
+from epg_sdk.benchmark import EpisodeRecord, Feedback, StepResult
+from epg_sdk.gym_adapter import GymnasiumBenchmark
+
+# Why an Episode ended: a closed set, the value of every Episode summary's `end`.
+TIME_LIMIT = "time_limit"  # the Episode ran its horizon to the end
+UNHEALTHY = "unhealthy"  # Ant: the torso left the healthy height range (or the state stopped being finite)
+POLICY_FAILURE = "policy_failure"  # the Program failed (crash, timeout, invalid action); set by feedback()
+NOT_ENDED = "not_ended"  # what an Environment says when asked before its Episode ended
+END_CAUSES = (TIME_LIMIT, UNHEALTHY, POLICY_FAILURE)
+
+# Feedback keeps the whole summary, trace included, of this many Episodes (in plan order); the
+# summaries of later Episodes keep only SHORT_SUMMARY_KEYS, so that Feedback stays bounded.
+MAX_DETAILED_EPISODES = 128
+SHORT_SUMMARY_KEYS = ("end", "steps")
+
+_CSV_COLUMNS = ("index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated", "end")
+
+
+@dataclass(frozen=True)
+class Task:
+    """How one Benchmark reads its simulator: the per-step measurements, the summary values and the trace tokens.
+
+    measure(env, info) -> {name: float} is called after reset (info of the reset) and
+    after every step; summarize(first, last, totals, minima, steps) -> the task's summary
+    values, where first/last are the measurements after reset and after the last step,
+    totals sums every step's measurements and minima holds their smallest values; token(measure, step) is one trace token, taken every
+    trace_every steps and after the last step.
+    """
+
+    measure: Callable[[Any, dict[str, Any]], dict[str, float]]
+    summarize: Callable[[dict[str, float], dict[str, float], dict[str, float], dict[str, float], int], dict[str, Any]]
+    token: Callable[[dict[str, float], int], str]
+    trace_every: int
+    summary_columns: tuple[str, ...]
+
+
+class MujocoEnvironment:
+    """One Episode of a gymnasium MuJoCo environment, seeded by the Episode's hidden seed, with its bounded summary."""
+
+    def __init__(self, env: gym.Env, seed: int, *, task: Task, horizon: int) -> None:
+        self._env = env
+        self._seed = seed
+        self._task = task
+        self._horizon = horizon
+        self._steps = 0
+        self._terminated = False
+        self._first: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+        self._totals: dict[str, float] = {}
+        self._minima: dict[str, float] = {}
+        self._trace = BoundedTrace()
+        self._last_traced = -1
+
+    def reset(self) -> np.ndarray:
+        observation, info = self._env.reset(seed=self._seed)
+        self._first = self._last = self._task.measure(self._env, info)
+        return np.array(observation, dtype=np.float64)
+
+    def step(self, action: np.ndarray) -> StepResult:
+        observation, reward, terminated, truncated, info = self._env.step(action)
+        self._steps += 1
+        self._terminated = bool(terminated)
+        self._last = self._task.measure(self._env, info)
+        for name, value in self._last.items():
+            self._totals[name] = self._totals.get(name, 0.0) + value
+            self._minima[name] = min(self._minima.get(name, math.inf), value)
+        if self._steps % self._task.trace_every == 0:
+            self._add_token()
+        return StepResult(observation=np.array(observation, dtype=np.float64), reward=float(reward),
+                          terminated=bool(terminated), truncated=bool(truncated))
+
+    def summary(self) -> dict[str, Any]:
+        """The end cause, the steps, the task's measurements and the compact trace; bounded, never a seed."""
+        if self._steps and self._last_traced != self._steps:
+            self._add_token()
+        trace, truncated = self._trace.render()
+        values = self._task.summarize(self._first, self._last, self._totals, self._minima, self._steps)
+        return {"end": self._end(), "steps": self._steps, **{k: _rounded(v) for k, v in values.items()},
+                "trace": trace, "trace_truncated": truncated}
+
+    def close(self) -> None:
+        self._env.close()
+
+    def _end(self) -> str:
+        if self._terminated:
+            return UNHEALTHY
+        if self._steps >= self._horizon:
+            return TIME_LIMIT
+        return NOT_ENDED
+
+    def _add_token(self) -> None:
+        self._trace.add(self._task.token(self._last, self._steps))
+        self._last_traced = self._steps
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    return value
+
+
+class MujocoBenchmark(GymnasiumBenchmark):
+    """A GymnasiumBenchmark (gymnasium's default keyword arguments) whose Episodes carry a Task's summary
+    and whose Feedback adds the end causes and the means of the summary values."""
+
+    def __init__(self, *, env_id: str, description: str, horizon: int, failure_return: float,
+                 parameters: dict[str, Any], readme: str, task: Task) -> None:
+        self._task = task
+
+        def factory(env: gym.Env, seed: int) -> MujocoEnvironment:
+            return MujocoEnvironment(env, seed, task=task, horizon=horizon)
+
+        super().__init__(env_id=env_id, description=description, horizon=horizon, failure_return=failure_return,
+                         parameters=parameters, readme=readme, environment_factory=factory)
+
+    def feedback(self, records: list[EpisodeRecord]) -> Feedback:
+        """The SDK's default Feedback, plus `ends` (count per end cause), `mean_steps`, `means` (the mean of
+        every numeric summary value over the completed Episodes) and `shortened_summaries`.
+
+        A failed Episode's summary says `end: policy_failure`. Episodes after the first
+        MAX_DETAILED_EPISODES keep only SHORT_SUMMARY_KEYS in their summary; `episodes.csv`
+        has every Episode's summary values but the trace.
+        """
+        base = super().feedback(records)
+        episodes = [_completed(row) for row in base.values["episodes"]]
+        ends = dict.fromkeys(END_CAUSES, 0)
+        for row in episodes:
+            end = str(row["summary"].get("end", "unknown"))
+            ends[end] = ends.get(end, 0) + 1
+        completed = [row for row in episodes if row["status"] == "completed"]
+        means = {}
+        for name in self._task.summary_columns:
+            numbers = [row["summary"][name] for row in completed if isinstance(row["summary"].get(name), (int, float))]
+            means[name] = round(sum(numbers) / len(numbers), 4) if numbers else None
+        count = len(episodes)
+        published = [_shortened(row) if position >= MAX_DETAILED_EPISODES else row for position, row in enumerate(episodes)]
+        values = {
+            **base.values,
+            "episodes": published,
+            "ends": ends,
+            "mean_steps": sum(row["steps"] for row in episodes) / count if count else 0.0,
+            "means": means,
+            "shortened_summaries": max(0, count - MAX_DETAILED_EPISODES),
+        }
+        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": self._episodes_csv(episodes)})
+
+    def _episodes_csv(self, episodes: list[dict[str, Any]]) -> bytes:
+        columns = [*_CSV_COLUMNS, *self._task.summary_columns]
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for row in episodes:
+            summary = row["summary"]
+            writer.writerow({**row, **{name: summary.get(name, "") for name in ("end", *self._task.summary_columns)}})
+        return out.getvalue().encode()
+
+
+def _completed(row: dict[str, Any]) -> dict[str, Any]:
+    summary = dict(row.get("summary") or {})
+    if row["status"] != "completed":
+        summary["end"] = POLICY_FAILURE
+    return {**row, "summary": summary}
+
+
+def _shortened(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "summary": {key: row["summary"][key] for key in SHORT_SUMMARY_KEYS if key in row["summary"]}}
