@@ -60,7 +60,8 @@ def test_policy_failures_are_reported_not_fatal(scope, write_program):
     ("args", "message"),
     [
         (["evaluate", "environments", "-b", "cartpole"], "has no policy.py"),
-        (["evaluate", "environments/cartpole/baseline", "-b", "pong"], "unknown benchmark 'pong'; known: Acrobot-v1, CartPole-v1"),
+        (["evaluate", "environments/cartpole/baseline", "-b", "pong"],
+         "unknown benchmark 'pong'; known: Acrobot-v1, Ant-v5, BipedalWalker-v3, CarRacing-v3, CartPole-v1"),
     ],
 )
 def test_bad_input_gets_one_clear_line_and_a_nonzero_exit(args, message, scope):
