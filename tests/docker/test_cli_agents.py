@@ -30,8 +30,13 @@ hits = [k for k, v in os.environ.items() if secret.decode() in v]
 found = subprocess.run(["grep", "-rlsF", "-D", "skip", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev", "-f", "-", "/"],
                        input=secret + b"\\n", capture_output=True)
 hits += found.stdout.decode(errors="replace").split()
-json.dump({{"hits": hits, "grep_status": found.returncode, "interfaces": sorted(os.listdir("/sys/class/net"))}}, open("analysis/secret.json", "w"))
+json.dump({{"hits": hits, "grep_status": found.returncode, "interfaces": sorted(os.listdir("/sys/class/net"))}}, open("analysis/secret.tmp", "w"))
+os.rename("analysis/secret.tmp", "analysis/secret.json")
 EOF'''
+
+# A CLI may yield a shell command that is still running and go on (Codex does after its longest wait): the next turn
+# waits for the probe's report before the agent finishes and its container stops.
+AWAIT_SECRET_PROBE = "for i in $(seq 250); do test -e analysis/secret.json && break; sleep 0.2; done; ls analysis"
 
 REFUSAL_PROBE = '''python3 - <<'EOF'
 import json, socket, urllib.error, urllib.request
@@ -60,6 +65,7 @@ TURNS = [
     {"shell": "epg-session submit --episodes 0:4"},
     {"shell": FEEDBACK_READER},
     {"shell": SECRET_PROBE},
+    {"shell": AWAIT_SECRET_PROBE},
     {"shell": REFUSAL_PROBE},
     {"shell": "epg-session finish s0001"},
     {"text": "Submitted and finished."},

@@ -78,7 +78,9 @@ def test_scripted_run_on_fetch_push_submits_the_baseline_and_the_random_program(
         train[submission_id] = published["values"]
     # Both Submissions replayed the same four pool Episodes: the same start distance, whatever the Program did.
     starts = {sid: [r["summary"]["trace"].split("; ")[0] for r in values["episodes"]] for sid, values in train.items()}
-    assert starts["s0001"] == starts["s0002"] and len(set(starts["s0001"])) == 4
+    # (The start tokens are rounded to 0.1, so two Episodes may share one: only their order and count are asserted.)
+    assert starts["s0001"] == starts["s0002"] and len(starts["s0001"]) == 4
+    assert all(token.startswith("0:") for token in starts["s0001"])
 
     validation = json.loads((run_dir / "validation.json").read_text())
     scores = {r["submission_id"]: r["score"] for r in validation["results"]}

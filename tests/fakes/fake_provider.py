@@ -141,7 +141,9 @@ def _shell_args_from_schema(tool: dict, command: str) -> dict:
     params = tool.get("parameters") or {}
     props = params.get("properties") or {}
     if "cmd" in props:                       # exec_command (unified exec)
-        return {"cmd": command}
+        # Wait for the command as long as the CLI allows (it caps the value) before it yields a still-running
+        # process, so a slow command on a loaded machine finishes within its turn.
+        return {"cmd": command, "yield_time_ms": 300_000} if "yield_time_ms" in props else {"cmd": command}
     spec = props.get("command") or {}
     if spec.get("type") == "array":          # shell: argv vector
         return {"command": ["bash", "-lc", command]}
