@@ -383,6 +383,7 @@ class DockerSandbox:
                 output_tail=tail.decode("utf-8", "replace"),
                 traceback=record.traceback,
                 summary=values.decode(record.summary) or {},
+                artifacts={a.name: a.data for a in record.artifacts},
             )
         finally:
             still_running = exit_status is None or exit_status.exit_code is None

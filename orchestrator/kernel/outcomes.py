@@ -27,6 +27,9 @@ class EpisodeOutcome:
     output_tail: str = ""
     traceback: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
+    # The Benchmark's files of this Episode (a rendered replay, ...): passed back to its Feedback, never
+    # published or recorded as such (only what the Feedback returns among its artifacts is).
+    artifacts: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

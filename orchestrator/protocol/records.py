@@ -18,4 +18,5 @@ def outcome_to_proto_record(outcome: EpisodeOutcome) -> runner_pb2.EpisodeRecord
         truncated=outcome.truncated,
         summary=values.encode(outcome.summary),
         failure=failure_to_proto(outcome.failure),
+        artifacts=[runner_pb2.Artifact(name=name, data=data) for name, data in sorted(outcome.artifacts.items())],
     )

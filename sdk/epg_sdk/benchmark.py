@@ -59,6 +59,11 @@ class Environment(Protocol):
     def summary(self) -> dict[str, Any]:
         """Return bounded public values about the finished Episode (may be empty)."""
 
+    # Optional: def artifacts(self) -> dict[str, bytes], named files of the finished Episode (for example a
+    # rendered replay), called after summary(). They reach Benchmark.feedback in EpisodeRecord.artifacts, and
+    # only what feedback() returns among Feedback.artifacts is published. The runner drops them all (and says
+    # so in the summary) when they take more than EPISODE_ARTIFACTS_LIMIT_BYTES or a name is not a plain file name.
+
     def close(self) -> None:
         """Release the simulator."""
 
@@ -79,6 +84,7 @@ class EpisodeRecord:
     terminated: bool
     truncated: bool
     summary: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

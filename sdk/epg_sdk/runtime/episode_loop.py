@@ -7,6 +7,7 @@ RunnerOutcome value; a fault of the Benchmark ends in ENVIRONMENT_ERROR.
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from epg_sdk.protocol import values
 from epg_sdk.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
 
 SUMMARY_LIMIT_BYTES = 64 * 1024
+EPISODE_ARTIFACTS_LIMIT_BYTES = 512 * 1024  # all of one Episode's artifacts together
+_ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 GOODBYE_WAIT_S = 1.0
 
 _FAILURE_NAMES = {
@@ -254,16 +257,46 @@ def _say_goodbye(driver: _Driver, record: runner_pb2.EpisodeRecord) -> None:
 
 
 def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord) -> None:
+    """The Environment's summary and artifacts, bounded; a fault of either is said in the summary."""
     summary = getattr(environment, "summary", None)
-    if summary is None:
+    collected: dict[str, Any] = {}
+    if summary is not None:
+        try:
+            collected = dict(summary())
+        except Exception as exc:
+            collected = {"summary_error": f"{type(exc).__name__}: {exc}"}
+    artifacts, problem = _artifacts_of(environment)
+    if problem:
+        collected["artifacts_error"] = problem
+    if not collected:
         return
     try:
-        encoded = values.encode(summary())
-    except Exception as exc:
+        encoded = values.encode(collected)
+    except values.ValueCodecError as exc:
         encoded = values.encode({"summary_error": f"{type(exc).__name__}: {exc}"})
     if encoded.ByteSize() > SUMMARY_LIMIT_BYTES:
         encoded = values.encode({"summary_error": f"summary larger than {SUMMARY_LIMIT_BYTES} bytes was dropped"})
     record.summary.CopyFrom(encoded)
+    record.artifacts.extend(runner_pb2.Artifact(name=name, data=data) for name, data in artifacts)
+
+
+def _artifacts_of(environment: Any) -> tuple[list[tuple[str, bytes]], str]:
+    """The Environment's artifacts (sorted by name) and "" or why none are kept."""
+    method = getattr(environment, "artifacts", None)
+    if method is None:
+        return [], ""
+    try:
+        artifacts = dict(method())
+    except Exception as exc:
+        return [], f"{type(exc).__name__}: {exc}"
+    bad = [name for name, data in artifacts.items()
+           if not (isinstance(name, str) and _ARTIFACT_NAME.fullmatch(name) and isinstance(data, bytes))]
+    if bad:
+        return [], f"artifact names must be plain file names with bytes values: {sorted(map(repr, bad))[:3]}"
+    size = sum(len(data) for data in artifacts.values())
+    if size > EPISODE_ARTIFACTS_LIMIT_BYTES:
+        return [], f"artifacts of {size} bytes, over {EPISODE_ARTIFACTS_LIMIT_BYTES}, were dropped"
+    return sorted(artifacts.items()), ""
 
 
 def feedback_records(records: Any) -> list[EpisodeRecord]:
@@ -278,6 +311,7 @@ def feedback_records(records: Any) -> list[EpisodeRecord]:
             terminated=r.terminated,
             truncated=r.truncated,
             summary=values.decode(r.summary) or {},
+            artifacts={a.name: a.data for a in r.artifacts},
         )
         for r in records
     ]
