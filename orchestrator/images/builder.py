@@ -1,4 +1,4 @@
-"""Build images offline: wheels come from the host's pip, tags from a hash of every input."""
+"""Build images offline: wheels come from the host's pip, Debian packages from its apt, tags from a hash of every input."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import tarfile
 import tempfile
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +22,16 @@ from docker.errors import APIError, BuildError, ImageNotFound
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import EnvironmentPackage, discover
-from orchestrator.images.recipes import ImageRecipe, NpmBinary, agent_base_recipe, cli_agent_recipes, environment_recipe, policy_runtime_recipe
+from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
+from orchestrator.images.recipes import (
+    ENVIRONMENT_DOCKERFILE,
+    ImageRecipe,
+    NpmBinary,
+    agent_base_recipe,
+    cli_agent_recipes,
+    environment_recipe,
+    policy_runtime_recipe,
+)
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 Progress = Callable[[str], None]
@@ -80,7 +89,9 @@ class ImageBuilder:
         cache_dir: Path | None = None,
         environments: list[Path] | None = None,
         progress: Progress = lambda message: None,
+        apt: AptCache | None = None,
     ) -> None:
+        """apt answers the questions that resolve Debian packages (default: the host's apt-cache)."""
         self._client = client
         self._base_choice = base
         self._cache = cache_dir or default_cache_dir()
@@ -88,6 +99,9 @@ class ImageBuilder:
         self._progress = progress
         self._base_id: str | None = None
         self._recipes: dict[str, ImageRecipe] | None = None
+        self._apt = apt or HostApt()
+        self._installed: dict[str, frozenset[str]] = {}  # base image -> its Debian packages
+        self._debs: dict[tuple[str, tuple[str, ...]], tuple[DebianPackage, ...]] = {}  # (base, names) -> resolved
 
     # catalogue -------------------------------------------------------------------
 
@@ -115,7 +129,28 @@ class ImageBuilder:
 
     def tag_of(self, recipe: ImageRecipe) -> str:
         """The content tag of recipe: over its inputs and its base (the parent's tag, or the base image id)."""
-        return recipe.tag(self._base_input(recipe))
+        return self.resolved(recipe).tag(self._base_input(recipe))
+
+    def resolved(self, recipe: ImageRecipe) -> ImageRecipe:
+        """recipe with debian_files set to the .deb files of its Debian packages on its base (itself without any)."""
+        if not recipe.debian:
+            return recipe
+        return replace(recipe, debian_files=tuple(package.filename for package in self.debian_packages(recipe)))
+
+    def debian_packages(self, recipe: ImageRecipe) -> tuple[DebianPackage, ...]:
+        """The packages dpkg installs for recipe.debian: their Depends closure, minus what its base has, at the host's candidate versions.
+
+        Resolved once per builder, base and list. Raises InfrastructureError(IMAGE_BUILD_FAILED).
+        """
+        if not recipe.debian:
+            return ()
+        base = self._base_input(recipe)
+        key = (base, recipe.debian)
+        if key not in self._debs:
+            if base not in self._installed:
+                self._installed[base] = installed_in_image(self._client, base, {MANAGED: "true", IMAGE: recipe.name})
+            self._debs[key] = resolve(recipe.debian, self._installed[base], self._apt)
+        return self._debs[key]
 
     def _base_input(self, recipe: ImageRecipe) -> str:
         if recipe.parent is None:
@@ -198,6 +233,7 @@ class ImageBuilder:
         started = time.monotonic()
         if recipe.parent is not None:
             self.build(self.recipes()[recipe.parent])
+        recipe = self.resolved(recipe)
         base_input = self._base_input(recipe)
         digest = recipe.inputs_hash(base_input)
         tag = recipe.tag(base_input)
@@ -229,8 +265,11 @@ class ImageBuilder:
         return self.write_context(recipe, directory)
 
     def write_context(self, recipe: ImageRecipe, directory: Path) -> BuildContext:
-        """Lay out recipe's build context in directory: Dockerfile, wheels/, lib/, bin/ and its context files."""
+        """Lay out recipe's build context in directory: Dockerfile, debs/, wheels/, lib/, bin/ and its context files."""
+        recipe = self.resolved(recipe)
         shutil.copyfile(recipe.dockerfile, directory / "Dockerfile")
+        if recipe.debian or recipe.dockerfile == ENVIRONMENT_DOCKERFILE:
+            self._fetch_debs(recipe, directory / "debs")
         if recipe.requirements:
             wheels = directory / "wheels"
             wheels.mkdir()
@@ -256,6 +295,15 @@ class ImageBuilder:
         base = self._base_input(recipe)  # the base image's id, or the parent's tag
         build_args = {"BASE": base, **recipe.build_args}
         return BuildContext(name=recipe.name, tag=recipe.tag(base), directory=directory, build_args=build_args)
+
+    def _fetch_debs(self, recipe: ImageRecipe, dest: Path) -> None:
+        """Copy the .deb files of recipe's Debian packages into dest (made even when there are none)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        packages = self.debian_packages(recipe)
+        if packages:
+            fetched = download(packages, self._cache / "debs", dest)
+            if fetched:
+                self._progress(f"downloaded Debian packages: {' '.join(fetched)}")
 
     def _build_wheel(self, root: Path, dest: Path) -> None:
         """Build the wheel of the source distribution at root into dest with the host's pip (no index, no deps)."""

@@ -16,9 +16,10 @@ import tomllib
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINT_GROUP = "epg.benchmarks"
@@ -53,6 +54,9 @@ class EpgTable(BaseModel):
     # Pins of requirements.lock installed without their dependencies, after the others: for a
     # distribution whose metadata names one that another pin replaces (highway-env's `pygame`).
     no_deps: tuple[str, ...] = ()
+    # Debian packages the image needs (libosmesa6 for offscreen OpenGL): the host's apt resolves
+    # their Depends on top of the base image and downloads them; dpkg installs them in the image.
+    debian: tuple[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9+.-]+$")], ...] = ()
     benchmarks: dict[str, str]
 
     @model_validator(mode="after")

@@ -54,6 +54,8 @@ IMAGES = REPO_ROOT / "images"
 SDK_DISTRIBUTION = REPO_ROOT / "sdk"
 SDK_REQUIREMENT = "epg-sdk==0.1.0"
 _NOT_SOURCE = {"__pycache__", "build", "dist"}
+# Its build context always has debs/, the Debian packages installed first (empty without tool.epg.debian).
+ENVIRONMENT_DOCKERFILE = IMAGES / "environment" / "Dockerfile"
 
 
 def distribution_sources(root: Path) -> list[Path]:
@@ -78,7 +80,8 @@ class NpmBinary:
 class ImageRecipe:
     """One image: its Dockerfile in images/, build args, pinned requirements and the files of its build context.
 
-    The build context is laid out as `wheels/` (the wheels and `wheels/requirements.txt`),
+    The build context is laid out as `debs/` (the .deb files of debian_files; empty without debian),
+    `wheels/` (the wheels and `wheels/requirements.txt`),
     `lib/` (files, copied to /opt/epg/lib), `bin/` (npm executables) and context_files at
     their own paths. BASE is the base image, or the image of `parent` when one is named.
     """
@@ -94,12 +97,17 @@ class ImageRecipe:
     parent: str | None = None  # the recipe whose image is BASE (default: the base image)
     distributions: tuple[Path, ...] = ()  # source trees built into wheels/ on the host (named in requirements)
     no_deps_requirements: tuple[str, ...] = ()  # pins installed with --no-deps after requirements (wheels/requirements-nodeps.txt)
+    debian: tuple[str, ...] = ()  # Debian packages the image needs (tool.epg.debian), installed from debs/ by dpkg
+    debian_files: tuple[str, ...] = ()  # the .deb files of their closure on the base: set by the builder, which resolves debian
 
     def inputs_hash(self, base: str) -> str:
-        """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements, files."""
+        """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements,
+        Debian packages (as named and as resolved), files."""
         hasher = hashlib.sha256()
         no_deps = ("\n".join(self.no_deps_requirements),) if self.no_deps_requirements else ()  # absent: the tags of before
-        for part in (self.name, base, "\n".join(self.requirements), *no_deps):
+        # the file names carry the resolved versions; absent (no debian): the tags of before
+        debian = ("debian " + "\n".join(self.debian), "\n".join(self.debian_files)) if self.debian else ()
+        for part in (self.name, base, "\n".join(self.requirements), *no_deps, *debian):
             hasher.update(part.encode() + b"\0")
         hasher.update(self.dockerfile.read_bytes() + b"\0")
         for prefix, mapping in (("lib", self.files), ("context", self.context_files)):
@@ -215,10 +223,11 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
     requirements, no_deps = _split_no_deps(requirements, package.table.no_deps)
     return ImageRecipe(
         name=package.image,
-        dockerfile=IMAGES / "environment" / "Dockerfile",
+        dockerfile=ENVIRONMENT_DOCKERFILE,
         build_args={"SMOKE": f"epg_sdk.runtime.runner, {smoke}"},
         requirements=requirements,
         no_deps_requirements=no_deps,
+        debian=package.table.debian,
         files=files,
         distributions=(SDK_DISTRIBUTION,),
         labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},
