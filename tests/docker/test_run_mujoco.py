@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
 import yaml
+from PIL import Image
 
 from orchestrator.kernel.program import capture_program
 
@@ -93,3 +99,60 @@ def test_scripted_run_on_reacher_submits_the_baseline_and_the_random_program(tmp
     workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
     assert pool_payloads and not any(payload in workspace_text for payload in pool_payloads)
     assert "Reacher-v5" in (run_dir / "workspace" / "TASK.md").read_text()
+
+
+def without_renderer(tmp_path: Path) -> Path:
+    """A copy of the MuJoCo package whose image leaves out the Debian packages (libOSMesa), under another image name."""
+    root = tmp_path / "environments"
+    copy = root / "mujoco"
+    shutil.copytree(MUJOCO, copy, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.egg-info", "build"))
+    pyproject = (copy / "pyproject.toml").read_text()
+    stripped = re.sub(r"(?m)^debian = .*\n", "", pyproject).replace('image = "env-mujoco"', 'image = "env-mujoco-no-gl"')
+    assert stripped != pyproject and "debian" not in stripped.split("[tool.epg]")[1]
+    (copy / "pyproject.toml").write_text(stripped)
+    return root
+
+
+@pytest.mark.parametrize("renderer", ["osmesa", "absent"])
+def test_a_run_publishes_the_replay_episodes_contact_sheet_or_says_why_not(renderer, tmp_path, scope, engine):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "benchmark": "Reacher-v5", "seed": 0,
+        "budget": {"episodes": 4, "max_submissions": 1, "pool_size": 4},
+        "validation": {"episodes": 2, "max_candidates": 1},
+        "assessment": {"episodes": 2, "include_initial_program": False},
+        "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": "0:2"}], "finish": "all"},
+    }))
+    extra = ["--environments", str(without_renderer(tmp_path))] if renderer == "absent" else []
+    run_dir = tmp_path / "run"
+    try:
+        result = run_cli(["run", str(spec), "-o", str(run_dir), "--json", *extra], scope)
+        assert result.returncode == 0, result.stderr[-4000:]
+        manifest = json.loads(result.stdout)
+        image = manifest["images"]["environment"]["tag"]
+        libraries = engine.client.containers.run(image, ["sh", "-c", "ldconfig -p | grep -c libOSMesa || true"], remove=True,
+                                                 network_mode="none", labels={"org.evopolicygym.scope": scope})
+    finally:
+        if renderer == "absent":
+            for tagged in engine.client.images.list(name="epg/env-mujoco-no-gl"):
+                engine.client.images.remove(tagged.id, force=True)
+    assert manifest["terminal_reason"] == "finished" and manifest["assessment"]["policy_failures"] == 0
+    feedback_dir = run_dir / "workspace" / "feedback" / "s0001"
+    published = json.loads((feedback_dir / "feedback.json").read_text())
+    assert_reacher_feedback(published, [0, 1])
+    replay = published["values"]["replay"]
+    first = published["values"]["episodes"][0]["summary"]["replay"]
+    assert "replay" not in published["values"]["episodes"][1]["summary"]
+    if renderer == "osmesa":
+        assert image.startswith("epg/env-mujoco:") and int(libraries) >= 1
+        assert replay == {"available": True, "episode": 0, "artifact": "replay.png"} and published["artifacts"] == ["episodes.csv", "replay.png"]
+        assert first == {"available": True, "artifact": "replay.png", "frame_steps": [0, 7, 14, 21, 28, 35, 42, 49, 50]}
+        sheet = Image.open(io.BytesIO((feedback_dir / "artifacts" / "replay.png").read_bytes()))
+        assert sheet.format == "PNG" and sheet.size == (480, 480)
+        pixels = np.asarray(sheet.convert("RGB"))
+        assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 16  # a rendered scene, not a blank sheet
+    else:
+        assert image.startswith("epg/env-mujoco-no-gl:") and int(libraries) == 0
+        assert replay["available"] is False and replay["episode"] == 0 and replay["reason"].startswith("no offscreen renderer")
+        assert first == {"available": False, "reason": replay["reason"]} and published["artifacts"] == ["episodes.csv"]
+        assert not (feedback_dir / "artifacts" / "replay.png").exists()

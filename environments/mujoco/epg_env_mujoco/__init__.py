@@ -1,11 +1,12 @@
 """gymnasium's MuJoCo HalfCheetah-v5, Ant-v5, Pusher-v5 and Reacher-v5 behind the epg SDK: four Benchmarks of one package.
 
-State observations only: nothing here renders, so no GL library and no display is needed
-(MUJOCO_GL may stay unset).
+State observations only. The replay Episode (index 0 of a plan) renders a contact sheet offscreen where
+libOSMesa is installed (epg_env_mujoco.replay, imported first so that it can set MUJOCO_GL before MuJoCo loads).
 """
 
 from __future__ import annotations
 
+from epg_env_mujoco import replay  # noqa: F401  (first: it selects MuJoCo's GL backend)
 from epg_env_mujoco.mujoco_benchmark import END_CAUSES, NOT_ENDED, POLICY_FAILURE, TIME_LIMIT, UNHEALTHY
 from epg_env_mujoco.tasks import (
     ANT_ID,

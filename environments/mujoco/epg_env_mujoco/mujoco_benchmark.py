@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -11,6 +12,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from epg_env_mujoco.replay import REPLAY_ARTIFACT, Replay
 from epg_env_mujoco.trace import BoundedTrace
 from epg_sdk.benchmark import EpisodeRecord, Feedback, StepResult
 from epg_sdk.gym_adapter import GymnasiumBenchmark
@@ -51,11 +53,14 @@ class Task:
 class MujocoEnvironment:
     """One Episode of a gymnasium MuJoCo environment, seeded by the Episode's hidden seed, with its bounded summary."""
 
-    def __init__(self, env: gym.Env, seed: int, *, task: Task, horizon: int) -> None:
+    def __init__(self, env: gym.Env, seed: int, *, task: Task, horizon: int, replay: bool = False) -> None:
         self._env = env
         self._seed = seed
         self._task = task
         self._horizon = horizon
+        self._wants_replay = replay
+        self._replay: Replay | None = None
+        self._sheet: dict[str, bytes] = {}
         self._steps = 0
         self._terminated = False
         self._first: dict[str, float] = {}
@@ -68,6 +73,9 @@ class MujocoEnvironment:
     def reset(self) -> np.ndarray:
         observation, info = self._env.reset(seed=self._seed)
         self._first = self._last = self._task.measure(self._env, info)
+        if self._wants_replay:
+            self._replay = Replay(self._env, self._horizon)
+            self._replay.capture(0)
         return np.array(observation, dtype=np.float64)
 
     def step(self, action: np.ndarray) -> StepResult:
@@ -80,19 +88,35 @@ class MujocoEnvironment:
             self._minima[name] = min(self._minima.get(name, math.inf), value)
         if self._steps % self._task.trace_every == 0:
             self._add_token()
+        if self._replay is not None and self._steps % self._replay.every == 0:
+            self._replay.capture(self._steps)
         return StepResult(observation=np.array(observation, dtype=np.float64), reward=float(reward),
                           terminated=bool(terminated), truncated=bool(truncated))
 
     def summary(self) -> dict[str, Any]:
-        """The end cause, the steps, the task's measurements and the compact trace; bounded, never a seed."""
+        """The end cause, the steps, the task's measurements and the compact trace; bounded, never a seed.
+
+        The replay Episode (plan index 0) also says what its replay holds, or why it has none.
+        """
         if self._steps and self._last_traced != self._steps:
             self._add_token()
         trace, truncated = self._trace.render()
         values = self._task.summarize(self._first, self._last, self._totals, self._minima, self._steps)
-        return {"end": self._end(), "steps": self._steps, **{k: _rounded(v) for k, v in values.items()},
-                "trace": trace, "trace_truncated": truncated}
+        summary = {"end": self._end(), "steps": self._steps, **{k: _rounded(v) for k, v in values.items()},
+                   "trace": trace, "trace_truncated": truncated}
+        if self._replay is not None:
+            self._replay.capture(self._steps)  # the last state
+            self._sheet = self._replay.artifacts()
+            summary["replay"] = self._replay.summary()
+        return summary
+
+    def artifacts(self) -> dict[str, bytes]:
+        """The replay Episode's contact sheet (REPLAY_ARTIFACT), where rendering works; called after summary()."""
+        return self._sheet
 
     def close(self) -> None:
+        if self._replay is not None:
+            self._replay.close()
         self._env.close()
 
     def _end(self) -> str:
@@ -120,16 +144,25 @@ class MujocoBenchmark(GymnasiumBenchmark):
     def __init__(self, *, env_id: str, description: str, horizon: int, failure_return: float,
                  parameters: dict[str, Any], readme: str, task: Task) -> None:
         self._task = task
-
-        def factory(env: gym.Env, seed: int) -> MujocoEnvironment:
-            return MujocoEnvironment(env, seed, task=task, horizon=horizon)
-
         super().__init__(env_id=env_id, description=description, horizon=horizon, failure_return=failure_return,
-                         parameters=parameters, readme=readme, environment_factory=factory)
+                         parameters=parameters, readme=readme)
+
+    def plan(self, split: str, seed: int, count: int) -> list[bytes]:
+        """The SDK's seeds, the Episode at index 0 of every plan marked as the replay Episode (it renders, where it can)."""
+        payloads = super().plan(split, seed, count)
+        if payloads:
+            payloads[0] = json.dumps({**json.loads(payloads[0]), "replay": True}).encode()
+        return payloads
+
+    def make_environment(self, payload: bytes) -> MujocoEnvironment:
+        scenario = json.loads(payload)
+        return MujocoEnvironment(self._make(), int(scenario["seed"]), task=self._task, horizon=self.spec.horizon,
+                                 replay=scenario.get("replay") is True)
 
     def feedback(self, records: list[EpisodeRecord]) -> Feedback:
         """The SDK's default Feedback, plus `ends` (count per end cause), `mean_steps`, `means` (the mean of
-        every numeric summary value over the completed Episodes) and `shortened_summaries`.
+        every numeric summary value over the completed Episodes), `shortened_summaries` and `replay`:
+        the replay Episode's contact sheet published as the REPLAY_ARTIFACT artifact, or why there is none.
 
         A failed Episode's summary says `end: policy_failure`. Episodes after the first
         MAX_DETAILED_EPISODES keep only SHORT_SUMMARY_KEYS in their summary; `episodes.csv`
@@ -155,8 +188,13 @@ class MujocoBenchmark(GymnasiumBenchmark):
             "mean_steps": sum(row["steps"] for row in episodes) / count if count else 0.0,
             "means": means,
             "shortened_summaries": max(0, count - MAX_DETAILED_EPISODES),
+            "replay": _replay_of(records),
         }
-        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": self._episodes_csv(episodes)})
+        artifacts = {"episodes.csv": self._episodes_csv(episodes)}
+        sheet = next((r.artifacts[REPLAY_ARTIFACT] for r in records if REPLAY_ARTIFACT in r.artifacts), None)
+        if sheet is not None:
+            artifacts[REPLAY_ARTIFACT] = sheet
+        return Feedback(score=base.score, values=values, artifacts=artifacts)
 
     def _episodes_csv(self, episodes: list[dict[str, Any]]) -> bytes:
         columns = [*_CSV_COLUMNS, *self._task.summary_columns]
@@ -167,6 +205,17 @@ class MujocoBenchmark(GymnasiumBenchmark):
             summary = row["summary"]
             writer.writerow({**row, **{name: summary.get(name, "") for name in ("end", *self._task.summary_columns)}})
         return out.getvalue().encode()
+
+
+def _replay_of(records: list[EpisodeRecord]) -> dict[str, Any]:
+    """What Feedback says of the replay: the Episode whose sheet is published, or why there is none."""
+    for record in records:
+        said = record.summary.get("replay")
+        if isinstance(said, dict):
+            available = said.get("available") is True and REPLAY_ARTIFACT in record.artifacts
+            reason = "" if available else str(said.get("reason") or record.summary.get("artifacts_error") or "the sheet did not arrive")
+            return {"available": available, "episode": record.index, **({"artifact": REPLAY_ARTIFACT} if available else {"reason": reason})}
+    return {"available": False, "reason": "this evaluation did not run the replay Episode (index 0 of its split)"}
 
 
 def _completed(row: dict[str, Any]) -> dict[str, Any]:

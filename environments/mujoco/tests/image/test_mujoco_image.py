@@ -9,6 +9,7 @@ of this module's own, none of which may be left afterwards.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
@@ -16,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 pytestmark = pytest.mark.docker
 
@@ -42,6 +45,17 @@ def test_the_baseline_completes_every_episode_of_every_benchmark(epg_baselines):
         assert feedback.values["policy_failures"] == 0 and sum(feedback.values["ends"].values()) == len(feedback.episodes)
     assert epg_baselines["HalfCheetah-v5"].values["means"]["x_distance_m"] > 20
     assert epg_baselines["Reacher-v5"].score > -20
+
+
+def test_the_image_renders_the_replay_episode_of_every_benchmark(epg_baselines):
+    """libOSMesa is in the image: each Benchmark's Episode 0 comes back as a 3x3 contact sheet of distinct frames."""
+    for benchmark_id, feedback in epg_baselines.items():
+        assert feedback.values["replay"] == {"available": True, "episode": 0, "artifact": "replay.png"}, benchmark_id
+        sheet = Image.open(io.BytesIO(feedback.artifacts["replay.png"]))
+        assert (sheet.format, sheet.size) == ("PNG", (480, 480)) and len(feedback.artifacts["replay.png"]) <= 256 * 1024
+        # The nine frames below their step labels: a rendered scene (many colours) that changed over the Episode.
+        cells = np.asarray(sheet.convert("RGB")).reshape(3, 160, 3, 160, 3)[:, 14:].swapaxes(1, 2).reshape(9, -1, 3)
+        assert len(np.unique(cells[0], axis=0)) > 16 and len({cell.tobytes() for cell in cells}) >= 2, benchmark_id
 
 
 def test_the_random_program_completes_every_episode_through_the_sandbox(epg_image, epg_package_dir):
