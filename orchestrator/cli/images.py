@@ -15,6 +15,7 @@ from orchestrator.cli.options import Base, Environments, Json, environment_roots
 from orchestrator.images import registry as registries
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError
+from orchestrator.images.disk import disk_bytes
 from orchestrator.kernel.codes import InfrastructureError
 
 app = typer.Typer(help="Build, list, push and pull the offline images.", no_args_is_help=True)
@@ -59,15 +60,19 @@ def build(names: Names = None, base: Base = "auto", environments: Environments =
 
 @app.command("list")
 def list_images(base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
-    """List every image of the catalogue with its content-hash tag and whether it is built (a missing base is not made)."""
+    """List every image of the catalogue with its content-hash tag, whether it is built and its size, then the disk
+    all the built ones take together (each shared layer, such as the base, counted once)."""
     json_mode(as_json)
     try:
-        statuses = _builder(base, environments).status(make_base=False)
+        builder = _builder(base, environments)
+        statuses = builder.status(make_base=False)
+        present = [s.tag for s in statuses if s.present]
+        disk = disk_bytes(present, builder.client.api.history)
     except Failures as exc:
         _fail_from(exc)
     if as_json:
         print_json({"images": [{"name": s.name, "tag": s.tag or None, "present": s.present, "pinned": s.pinned or None,
-                                 "size_bytes": s.size_bytes} for s in statuses]})
+                                 "size_bytes": s.size_bytes} for s in statuses], "disk_bytes": disk})
         return
     table = Table()
     for column in ("image", "tag", "state", "size", "pinned"):
@@ -77,7 +82,8 @@ def list_images(base: Base = "auto", environments: Environments = None, as_json:
         size = f"{status.size_bytes / 2**20:.0f} MiB" if status.present else "-"
         table.add_row(status.name, status.tag or "-", state, size, status.pinned or "-")
     out.print(table)
-    out.print("(size: each image whole, its base and the layers it shares with others included)", highlight=False)
+    out.print(f"{len(present)} built images take {disk / 2**20:.0f} MiB of disk together (each shared layer counted once; "
+              "size: each image whole, its base and the layers it shares with others included)", highlight=False)
 
 
 @app.command("prune")

@@ -86,6 +86,11 @@ def test_images_list_json_gives_each_image_its_tag_state_and_size(images, engine
     assert runtime["size_bytes"] == engine.client.images.get(images["policy-runtime"]).attrs["Size"] > 50 * 2**20
     assert listed["env-cartpole"]["tag"] == images["env-cartpole"] and listed["env-cartpole"]["present"] is True
     assert listed["agent-codex"]["pinned"].startswith("codex ")
+    # The disk of the built images together: their shared layers (the base, at least) once, so less than the sum of sizes.
+    built = [row for row in listed.values() if row["present"]]
+    disk = json_of(result)["disk_bytes"]
+    base = engine.client.images.get(images["policy-runtime"]).history()[-1]["Size"]
+    assert max(row["size_bytes"] for row in built) <= disk <= sum(row["size_bytes"] for row in built) - (len(built) - 1) * base
 
 
 def test_images_prune_json_lists_what_it_removed(images, engine):
