@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import re
@@ -140,16 +142,23 @@ class ImageBuilder:
     def debian_packages(self, recipe: ImageRecipe) -> tuple[DebianPackage, ...]:
         """The packages dpkg installs for recipe.debian: their Depends closure, minus what its base has, at the host's candidate versions.
 
-        Resolved once per builder, base and list. Raises InfrastructureError(IMAGE_BUILD_FAILED).
+        Resolved once per base, list and state of the host's apt lists: kept in the cache
+        (debs/resolved.json), so that a command that only needs the tag pays no apt-cache
+        call and no container. Raises InfrastructureError(IMAGE_BUILD_FAILED).
         """
         if not recipe.debian:
             return ()
         base = self._base_input(recipe)
         key = (base, recipe.debian)
         if key not in self._debs:
-            if base not in self._installed:
-                self._installed[base] = installed_in_image(self._client, base, {MANAGED: "true", IMAGE: recipe.name})
-            self._debs[key] = resolve(recipe.debian, self._installed[base], self._apt)
+            stored = _ResolvedDebs(self._cache / "debs" / "resolved.json", self._apt.fingerprint())
+            found = stored.get(base, recipe.debian)
+            if found is None:
+                if base not in self._installed:
+                    self._installed[base] = installed_in_image(self._client, base, {MANAGED: "true", IMAGE: recipe.name})
+                found = resolve(recipe.debian, self._installed[base], self._apt)
+                stored.put(base, recipe.debian, found)
+            self._debs[key] = found
         return self._debs[key]
 
     def _base_input(self, recipe: ImageRecipe) -> str:
@@ -385,6 +394,43 @@ class ImageBuilder:
             raise InfrastructureError(
                 InfraErrorCode.IMAGE_BUILD_FAILED, f"docker build of {tag} failed: {str(exc)[:300]}", "\n".join(log[-60:])
             ) from exc
+
+
+class _ResolvedDebs:
+    """Resolutions of Debian package lists, by base and list, valid while the host's apt lists stay as they were."""
+
+    def __init__(self, path: Path, apt_state: str) -> None:
+        self._path = path
+        self._state = apt_state
+
+    def _key(self, base: str, names: tuple[str, ...]) -> str:
+        return hashlib.sha256("\0".join((base, self._state, *names)).encode()).hexdigest()
+
+    def _load(self) -> dict:
+        try:
+            loaded = json.loads(self._path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def get(self, base: str, names: tuple[str, ...]) -> tuple[DebianPackage, ...] | None:
+        if not self._state:
+            return None  # no known state of the apt lists: resolve every time
+        entries = self._load().get(self._key(base, names))
+        try:
+            return tuple(DebianPackage(name=e["name"], version=e["version"], architecture=e["architecture"]) for e in entries)
+        except (TypeError, KeyError):
+            return None
+
+    def put(self, base: str, names: tuple[str, ...], packages: tuple[DebianPackage, ...]) -> None:
+        if not self._state:
+            return
+        stored = self._load()
+        stored[self._key(base, names)] = [{"name": p.name, "version": p.version, "architecture": p.architecture} for p in packages]
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self._path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(stored, indent=1, sort_keys=True))
+        os.replace(scratch, self._path)
 
 
 def _requirement_name(requirement: str) -> str:

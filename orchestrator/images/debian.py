@@ -54,7 +54,11 @@ Dependency = tuple[Alternative, ...]  # satisfied by any one of its alternatives
 
 
 class AptCache(Protocol):
-    """The two questions resolution asks the host's apt (HostApt; a fake in tests)."""
+    """The two questions resolution asks the host's apt (HostApt; a fake in tests), and the state they answer from."""
+
+    def fingerprint(self) -> str:
+        """What identifies the package lists the answers come from ("" when unknown: then nothing is cached)."""
+        ...
 
     def depends(self, names: list[str]) -> str:
         """`apt-cache depends` output for names: Depends and Pre-Depends only, one level."""
@@ -206,8 +210,22 @@ def resolve(names: tuple[str, ...], installed: frozenset[str], apt: AptCache) ->
     return tuple(sorted((records[name] for name in wanted), key=lambda package: package.name))
 
 
+APT_LISTS = Path("/var/lib/apt/lists")
+
+
 class HostApt:
     """The host's apt-cache (Debian bookworm, like the images)."""
+
+    def __init__(self, lists: Path = APT_LISTS) -> None:
+        self._lists = lists
+
+    def fingerprint(self) -> str:
+        """The names, sizes and modification times of the host's package lists (apt-get update changes them)."""
+        try:
+            entries = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in self._lists.iterdir() if "_Packages" in p.name)
+        except OSError:
+            return ""
+        return ";".join(f"{name}:{size}:{mtime}" for name, size, mtime in entries)
 
     def depends(self, names: list[str]) -> str:
         return self._run(["depends", *_NO_EXTRAS, *names], allow_missing=True)

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EpgTable, load_package
-from orchestrator.images.debian import Alternative, DebianPackage, closure, parse_depends, parse_show, parse_status, resolve
+from orchestrator.images.debian import Alternative, DebianPackage, HostApt, closure, parse_depends, parse_show, parse_status, resolve
 from orchestrator.images.recipes import ImageRecipe, environment_recipe
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
@@ -47,6 +47,9 @@ class FakeApt:
 
     versions: dict[str, str] = field(default_factory=dict)
     asked: list[list[str]] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        return ";".join(f"{name}={version}" for name, version in sorted(self.versions.items())) or "lists-1"
 
     def depends(self, names: list[str]) -> str:
         self.asked.append(list(names))
@@ -216,7 +219,8 @@ class FakeClient:
 def test_the_builder_tags_over_the_resolved_files_and_reads_each_base_once(tmp_path):
     write_package(tmp_path / "x", 'debian = ["libosmesa6"]')
     client = FakeClient()
-    builder = ImageBuilder(client, base="sha256:base", environments=[tmp_path], apt=FakeApt())  # type: ignore[arg-type]
+    cache = tmp_path / "cache"
+    builder = ImageBuilder(client, base="sha256:base", environments=[tmp_path / "x"], apt=FakeApt(), cache_dir=cache)  # type: ignore[arg-type]
     recipe = builder.recipes()["env-x"]
     resolved = builder.resolved(recipe)
     assert resolved.debian_files == (
@@ -227,5 +231,24 @@ def test_the_builder_tags_over_the_resolved_files_and_reads_each_base_once(tmp_p
     assert tag == resolved.tag("sha256:base") != recipe.tag("sha256:base")
     assert len(client.created) == 1 and client.removed == ["status-reader"]  # one labelled reader, removed
     assert client.created[0]["labels"]["org.evopolicygym.managed"] == "true"
-    newer = ImageBuilder(FakeClient(), base="sha256:base", environments=[tmp_path], apt=FakeApt(versions={"libglapi-mesa": "22.3.6-1+deb12u3"}))  # type: ignore[arg-type]
+    newer = ImageBuilder(FakeClient(), base="sha256:base", environments=[tmp_path / "x"], cache_dir=cache,  # type: ignore[arg-type]
+                         apt=FakeApt(versions={"libglapi-mesa": "22.3.6-1+deb12u3"}))
     assert newer.tag_of(newer.recipes()["env-x"]) != tag
+
+    # The next command with the host's lists as they were reads the resolution from the cache: no apt-cache, no container.
+    again_client, again_apt = FakeClient(), FakeApt()
+    again = ImageBuilder(again_client, base="sha256:base", environments=[tmp_path / "x"], apt=again_apt, cache_dir=cache)  # type: ignore[arg-type]
+    assert again.tag_of(again.recipes()["env-x"]) == tag and again_client.created == [] and again_apt.asked == []
+
+
+def test_the_host_apt_fingerprint_changes_with_its_package_lists(tmp_path):
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages.lz4").write_bytes(b"one")
+    (lists / "lock").write_bytes(b"")
+    apt = HostApt(lists)
+    first = apt.fingerprint()
+    assert first.startswith("deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages.lz4:3:") and "lock" not in first
+    (lists / "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages.lz4").write_bytes(b"newer")
+    assert apt.fingerprint() != first
+    assert HostApt(tmp_path / "absent").fingerprint() == ""
