@@ -109,6 +109,18 @@ class ContainerPool:
                 self._condition.wait(min(remaining, 1.0))
             return self._ready[lane].popleft()
 
+    def resize(self, size: int) -> None:
+        """Keep size containers ready between batches from now on: more pre-starts them for Episodes that will
+        follow; fewer starts no new one (those ready stay until used or closed). Each is still used once."""
+        with self._condition:
+            self._size = max(0, size)
+            self._condition.notify_all()
+
+    @property
+    def size(self) -> int:
+        with self._condition:
+            return self._size
+
     def discard(self, slot: Slot) -> None:
         """Destroy a used Slot in the background."""
         self._reap_queue.put(slot)

@@ -44,6 +44,9 @@ from orchestrator.run.spec import CommandAgent, RunSpec
 
 Notify = Callable[[str, dict[str, Any]], None]
 
+# What an idle pooled policy container holds (make bench prints it: "memory of one idle pooled container").
+IDLE_POLICY_CONTAINER_MIB = 18
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
@@ -148,6 +151,7 @@ class RunDriver:
                     self._notify("note", {"message": recovered})
                 phase = records.read_manifest().get("phase", "agent")
                 if phase == "agent":
+                    self._prestart(sandbox, "agent")
                     reason = self._agent_phase(engine, host, labels, tags[agent_image])
                     workspace_fs.unmount_into_directory(records.root, records.workspace)
                     records.update_manifest(phase="validation", terminal_reason=reason)
@@ -156,6 +160,7 @@ class RunDriver:
                     self._validation_phase(sandbox, state, benchmark.direction)
                 if records.read_manifest().get("phase") == "assessment":
                     self._assessment_phase(sandbox)
+                sandbox.pool.resize(0)  # nothing follows: start no more containers before the pool closes
         finally:
             # A workspace mount outlives no orchestrator that exits: resume mounts it again.
             workspace_fs.release(records.workspace)
@@ -289,6 +294,27 @@ class RunDriver:
             return "relay_limit"
         return "agent_time_limit" if exit_status.timed_out else "agent_exited"
 
+    def _prestart(self, sandbox: DockerSandbox, phase: str, candidates: int = 0) -> None:
+        """Size the pool for the Episodes that follow the start of phase, within sandbox.prestart_memory_mib.
+
+        While the agent works its pool holds pool_size containers and, between its Submissions' batches, also
+        pre-starts the Validation and Assessment Episodes ahead (the candidates counted at their most); each phase
+        then lowers the target to what still follows. A batch only ever starts what it lacks, so the agent's own
+        Submissions come first.
+        """
+        spec = self._spec
+        assessment = spec.assessment.episodes * (2 if spec.assessment.include_initial_program else 1)
+        if phase == "agent":
+            most = spec.budget.max_submissions if spec.validation.candidates == "all_completed" else spec.validation.max_candidates
+            upcoming, floor = spec.validation.episodes * most + assessment, spec.sandbox.pool_size
+        elif phase == "validation":
+            upcoming, floor = spec.validation.episodes * candidates + assessment, 0
+        else:
+            upcoming, floor = assessment, 0
+        target = max(floor, min(upcoming, spec.sandbox.prestart_memory_mib // IDLE_POLICY_CONTAINER_MIB))
+        sandbox.pool.resize(target)
+        self._records.append_event("prestart", phase=phase, target=target, ready=sandbox.pool.ready_count())
+
     def _record_relay(self, relay: ModelRelay) -> None:
         """Add this attempt's relay counts to run.json's totals."""
         totals = self._records.read_manifest().get("relay") or {}
@@ -317,6 +343,7 @@ class RunDriver:
                                     assessment=None, terminal_reason=records.read_manifest().get("terminal_reason") or "no_submissions")
             records.append_event("validation_done", selected=None)
             return
+        self._prestart(sandbox, "validation", len(candidates))
         episodes = sandbox.plan("validation", keyed_seed(self._seed_key.key, spec.seed, "validation"), spec.validation.episodes)
         digests = {s.id: s.program_digest for s in state.status().submissions}
         programs = [self._stored_program(digests[submission_id]) for submission_id in candidates]
@@ -347,6 +374,7 @@ class RunDriver:
     def _assessment_phase(self, sandbox: DockerSandbox) -> None:
         records, spec = self._records, self._spec
         self._notify("phase", {"phase": "assessment"})
+        self._prestart(sandbox, "assessment")
         final = records.read_manifest()["final"]
         program = self._stored_program(final["program_digest"])
         initial = capture_program(records.root / "initial_program")

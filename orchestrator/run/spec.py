@@ -118,6 +118,12 @@ class LimitsSpec(_Strict):
 class SandboxSpec(_Strict):
     concurrency: int = Field(default=0, ge=0, description="Episodes run at once; 0: one per CPU.")
     pool_size: int = Field(default=16, ge=0, description="Policy containers kept pre-started while the agent thinks (each used once).")
+    prestart_memory_mib: int = Field(
+        default=2048, ge=0,
+        description="Memory for policy containers pre-started while the agent works, for the Validation and Assessment "
+        "Episodes that follow: as many as that many MiB hold at about 18 MiB an idle container, at most those Episodes "
+        "(0: none beyond pool_size). Each is still used once.",
+    )
     runtime: Literal["runc", "runsc"] = Field(
         default="runc",
         description="OCI runtime of the policy and agent containers: runc, or runsc (gVisor: a user-space kernel "
