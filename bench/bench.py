@@ -4,7 +4,12 @@ Prints, for each figure, the value and how it was measured. All figures of
 one invocation come from the same machine state, so ratios are meaningful
 even on a shared, noisy machine. The one-lane step latency and the 500-step
 cold-start rate are also measured with gVisor (runsc) policy containers, their
-samples interleaved with runc's (`--runtimes runc` leaves them out). Then,
+samples interleaved with runc's (`--runtimes runc` leaves them out). Then whole
+commands, as users compare them: `epg-orchestrate evaluate` of --command-episodes
+cold CartPole Episodes against a fresh plain `python` per Episode with JSON over
+pipes (bench/reference.py), alternating, with the ratio; and each phase of a
+published-protocol CartPole Run (bench/run_phases.py), without and with
+pre-starting, beside the plain process. Then,
 for each Benchmark of --benchmarks (default: the Core16 ones beyond classic
 control that the catalogue holds), its random Program's figures: the environment's own step time, our
 per-step overhead beyond it, and Episodes/s on a warm pool (bench/per_benchmark.py).
@@ -13,7 +18,10 @@ per-step overhead beyond it, and Episodes/s on a warm pool (bench/per_benchmark.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import secrets
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -24,6 +32,8 @@ from pathlib import Path
 from statistics import median
 
 from per_benchmark import CORE16_OTHERS, known, measure, print_figures
+from reference import run_reference
+from run_phases import run_phase_figures
 
 from epg.v1 import runner_pb2
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -143,6 +153,10 @@ def main() -> int:
                              "Benchmarks beyond classic control that the catalogue holds)")
     parser.add_argument("--benchmark-episodes", type=int, default=16, help="Episodes of each per-Benchmark warm-pool figure")
     parser.add_argument("--only-benchmarks", action="store_true", help="skip the CartPole figures")
+    parser.add_argument("--run-think-s", type=float, default=10.0,
+                        help="seconds the Run-phase figure's agent thinks after each Submission (negative: no Run figure)")
+    parser.add_argument("--command-episodes", type=int, default=256,
+                        help="Episodes of each whole-command figure: `evaluate` against a plain process per Episode (0: none)")
     args = parser.parse_args()
     runtimes = [r for r in args.runtimes.split(",") if r]
     if not runtimes or runtimes[0] != "runc" or not set(runtimes) <= set(RUNTIMES):
@@ -152,6 +166,10 @@ def main() -> int:
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
     if not args.only_benchmarks:
         cartpole_figures(engine, builder, args, runtimes)
+        if args.command_episodes:
+            command_figures(builder, args)
+        if args.run_think_s >= 0:
+            phase_figures(builder, args)
     wanted = known(builder, CORE16_OTHERS) if args.benchmarks is None else [b for b in args.benchmarks.split(",") if b]
     if wanted:
         print(f"\nper Benchmark: its uniform-random Program, {args.benchmark_episodes} Episodes on a warm pool\n", flush=True)
@@ -251,6 +269,70 @@ def cartpole_figures(engine: DockerEngine, builder: ImageBuilder, args: argparse
     report("memory of one idle pooled container", memory, "MiB")
     for runtime in runtimes[1:]:
         report(f"{runtime}: memory of one idle pooled container", idle_memory[runtime], "MiB", f"(runc, one lane: {idle_memory['runc']:.2f})")
+
+
+def command_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
+    """Whole commands, side by side and alternating: `epg-orchestrate evaluate` (cold: every container started for
+    its Episode, the command's fixed cost included) against the reference users compare with, a fresh plain
+    process per Episode (bench/reference.py), both on every lane."""
+    lanes = SandboxTuning(concurrency=args.concurrency).lanes()
+    builder.ensure(["policy-runtime", "env-cartpole"])
+    print(f"\nwhole commands, cold, {lanes} lanes each: `evaluate` against a fresh plain process per Episode (JSON over pipes)\n", flush=True)
+    with tempfile.TemporaryDirectory(prefix="epg-bench-") as tmp:
+        root = Path(tmp)
+        cases = [("500-step", write_program(root, "balancing", BALANCING), args.command_episodes, 1.5),
+                 ("~10-step", write_program(root, "always-left", ALWAYS_LEFT), max(16, args.command_episodes // 4), 1.0)]
+        for label, program, episodes, target in cases:
+            ours: list[float] = []
+            theirs: list[float] = []
+            cpu: list[float] = []
+            for _ in range(max(1, args.repeats - 1)):
+                settle()
+                reference = run_reference(program, episodes, lanes)
+                theirs.append(reference.rate)
+                cpu.append(reference.cpu_ms_per_episode)
+                settle()
+                ours.append(episodes / timed_evaluate(program, episodes, args.concurrency))
+            report(f"plain process per Episode: {label} Episodes per second", median(theirs), "Episodes/s",
+                   f"({median(cpu):.0f} ms CPU per Episode; {episodes} Episodes) {samples(theirs)}")
+            report(f"`evaluate`, whole command: {label} Episodes per second", median(ours), "Episodes/s",
+                   f"({median(ours) / median(theirs):.2f} x the plain process; target >= {target:.1f} x) {samples(ours)}")
+
+
+def phase_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
+    """Each phase of a published-protocol CartPole Run, without and with pre-starting, beside the plain process."""
+    builder.ensure(["policy-runtime", "env-cartpole", "agent-base"])
+    lanes = SandboxTuning(concurrency=args.concurrency).lanes()
+    print(f"\na Run of the published protocol on CartPole-v1 (128 train, 64 x candidates Validation, 2 x 256 Assessment "
+          f"Episodes), an agent thinking {args.run_think_s:g} s after each of its 4 Submissions\n", flush=True)
+    with tempfile.TemporaryDirectory(prefix="epg-bench-") as tmp:
+        program = write_program(Path(tmp), "balancing", BALANCING)
+        settle()
+        plain = run_reference(program, 64, lanes).rate
+        settle()
+        runs = run_phase_figures(program, args.run_think_s)
+    report("plain process per Episode: 500-step Episodes per second", plain, "Episodes/s", "(64 Episodes, the reference of the ratios)")
+    for label, phases in runs.items():
+        for phase in phases.values():
+            target = " target >= 3.0 x" if phase.name != "agent" and label.startswith("pre-start") else ""
+            report(f"{label}: {phase.name} phase, {phase.episodes} Episodes in {phase.seconds:.1f} s", phase.rate, "Episodes/s",
+                   f"({phase.rate / plain:.2f} x the plain process{target})")
+
+
+def timed_evaluate(program: Path, episodes: int, concurrency: int) -> float:
+    """Wall seconds of `epg-orchestrate evaluate` as a user runs it (a new process, its images already built)."""
+    command = [sys.executable, "-m", "orchestrator.cli.app", "evaluate", str(program), "-b", "CartPole-v1", "-n", str(episodes),
+               "--concurrency", str(concurrency), "--json"]
+    began = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+                            env={**os.environ, "EPG_SCOPE": "bench"})
+    wall = time.perf_counter() - began
+    if result.returncode != 0:
+        raise RuntimeError(f"evaluate failed ({result.returncode}): {result.stderr[-2000:]}")
+    evaluation = json.loads(result.stdout)
+    if evaluation["values"]["policy_failures"]:
+        raise RuntimeError(f"evaluate: {evaluation['values']['policy_failures']} policy failures")
+    return wall
 
 
 if __name__ == "__main__":

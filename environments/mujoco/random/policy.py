@@ -18,13 +18,14 @@ class UniformBox:
         self._low = np.asarray(space["low"], dtype=np.float64)
         self._high = np.asarray(space["high"], dtype=np.float64)
         self._dtype = np.dtype(space["dtype"])
+        self._typed_low, self._typed_high = self._low.astype(self._dtype), self._high.astype(self._dtype)
         if not (np.isfinite(self._low).all() and np.isfinite(self._high).all()):
             raise ValueError("a uniform draw needs a Box with finite bounds")
 
     def act(self, observation: Any) -> np.ndarray:
         # uniform() draws from [low, high); the clip keeps a float32 rounding of high within the Box.
         value = self._rng.uniform(self._low, self._high).astype(self._dtype)
-        return np.clip(value, self._low.astype(self._dtype), self._high.astype(self._dtype))
+        return np.clip(value, self._typed_low, self._typed_high, out=value)
 
 
 class UniformDiscrete:
