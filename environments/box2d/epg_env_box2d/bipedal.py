@@ -10,9 +10,9 @@ import numpy as np
 from gymnasium.envs.box2d import bipedal_walker as _walker
 
 from epg_env_box2d.box2d_benchmark import FELL, FINISHED, NOT_ENDED, TIME_LIMIT, Box2DBenchmark
-from epg_env_box2d.trace import BoundedTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
+from epg_sdk.trace import BoundedTrace
 
 __all__ = ["BIPEDAL_FAILURE_RETURN", "BIPEDAL_HORIZON", "BIPEDAL_ID", "BipedalEnvironment", "make_bipedal_benchmark"]
 

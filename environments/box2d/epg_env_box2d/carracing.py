@@ -10,9 +10,9 @@ import numpy as np
 from gymnasium.envs.box2d import car_racing as _racing
 
 from epg_env_box2d.box2d_benchmark import FINISHED, LEFT_PLAYFIELD, NOT_ENDED, TIME_LIMIT, Box2DBenchmark
-from epg_env_box2d.trace import BoundedTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
+from epg_sdk.trace import BoundedTrace
 
 __all__ = ["CARRACING_FAILURE_RETURN", "CARRACING_HORIZON", "CARRACING_ID", "CarRacingEnvironment", "make_carracing_benchmark"]
 

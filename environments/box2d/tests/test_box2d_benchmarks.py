@@ -10,10 +10,10 @@ import pytest
 from epg_env_box2d import make_bipedal_benchmark, make_carracing_benchmark
 from epg_env_box2d.bipedal import START_X
 from epg_env_box2d.box2d_benchmark import FELL, LEFT_PLAYFIELD, NOT_ENDED, TIME_LIMIT
-from epg_env_box2d.trace import TRACE_LIMIT_CHARS
 from epg_sdk.benchmark import Benchmark, InvalidAction
 from epg_sdk.checks import check_benchmark
 from epg_sdk.protocol import values
+from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import pytest
 
 from epg_env_box2d import make_bipedal_benchmark, make_carracing_benchmark
 from epg_env_box2d.box2d_benchmark import END_CAUSES, MAX_DETAILED_EPISODES, POLICY_FAILURE
-from epg_env_box2d.trace import TRACE_LIMIT_CHARS, BoundedTrace
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
 from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
 from epg_sdk.protocol import values
+from epg_sdk.trace import TRACE_LIMIT_CHARS, BoundedTrace
 
 
 @pytest.fixture(scope="module")

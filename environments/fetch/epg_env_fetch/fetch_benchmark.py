@@ -12,10 +12,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from epg_env_fetch.trace import BoundedTrace
 from epg_sdk.benchmark import Benchmark, EpisodeRecord, Feedback, StepResult
 from epg_sdk.gym_adapter import GymnasiumBenchmark
 from epg_sdk.readme import package_readme
+from epg_sdk.trace import BoundedTrace
 
 __all__ = [
     "END_CAUSES", "FETCH_FAILURE_RETURN", "FETCH_HORIZON", "PICK_AND_PLACE_ID", "PUSH_ID", "FetchEnvironment",

@@ -9,10 +9,10 @@ import pytest
 
 from epg_env_fetch import FETCH_FAILURE_RETURN, PICK_AND_PLACE_ID, PUSH_ID, make_pick_and_place_benchmark, make_push_benchmark
 from epg_env_fetch.fetch_benchmark import NOT_ENDED, TIME_LIMIT, TRACE_EVERY
-from epg_env_fetch.trace import TRACE_LIMIT_CHARS
 from epg_sdk.benchmark import Benchmark, InvalidAction
 from epg_sdk.checks import check_benchmark
 from epg_sdk.protocol import values
+from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 KEYS = {"observation", "achieved_goal", "desired_goal"}
 SHAPES = {"observation": [25], "achieved_goal": [3], "desired_goal": [3]}

@@ -11,9 +11,9 @@ from highway_env.envs.common.action import ContinuousAction
 from highway_env.envs.parking_env import ParkingEnv
 
 from epg_env_highway.highway_benchmark import CRASH, GOAL_REACHED, NOT_ENDED, TIME_LIMIT, HighwayBenchmark
-from epg_env_highway.trace import BoundedTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
+from epg_sdk.trace import BoundedTrace
 
 __all__ = ["PARKING_FAILURE_RETURN", "PARKING_HORIZON", "PARKING_ID", "ParkingEnvironment", "make_parking_benchmark"]
 

@@ -12,9 +12,9 @@ from highway_env.envs.common.observation import KinematicObservation
 from highway_env.envs.roundabout_env import RoundaboutEnv
 
 from epg_env_highway.highway_benchmark import CRASH, NOT_ENDED, OFF_ROAD, TIME_LIMIT, HighwayBenchmark
-from epg_env_highway.trace import BoundedTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
+from epg_sdk.trace import BoundedTrace
 
 __all__ = ["ROUNDABOUT_FAILURE_RETURN", "ROUNDABOUT_HORIZON", "ROUNDABOUT_ID", "RoundaboutEnvironment", "make_roundabout_benchmark"]
 

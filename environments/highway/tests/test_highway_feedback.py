@@ -9,10 +9,10 @@ import pytest
 
 from epg_env_highway import make_parking_benchmark, make_roundabout_benchmark
 from epg_env_highway.highway_benchmark import END_CAUSES, MAX_DETAILED_EPISODES, POLICY_FAILURE
-from epg_env_highway.trace import TRACE_LIMIT_CHARS, BoundedTrace, omission_marker
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
 from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
 from epg_sdk.protocol import values
+from epg_sdk.trace import TRACE_LIMIT_CHARS, BoundedTrace, omission_marker
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import pytest
 
 from epg_env_highway import make_parking_benchmark
 from epg_env_highway.highway_benchmark import CRASH, GOAL_REACHED, TIME_LIMIT
-from epg_env_highway.trace import TRACE_LIMIT_CHARS
 from epg_sdk.benchmark import Benchmark, InvalidAction
 from epg_sdk.checks import check_benchmark
 from epg_sdk.protocol import values
+from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 KEYS = {"observation", "achieved_goal", "desired_goal"}
 SCALES = np.array([100.0, 100.0, 5.0, 5.0, 1.0, 1.0])

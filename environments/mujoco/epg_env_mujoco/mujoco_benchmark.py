@@ -13,9 +13,9 @@ import gymnasium as gym
 import numpy as np
 
 from epg_env_mujoco.replay import REPLAY_ARTIFACT, Replay
-from epg_env_mujoco.trace import BoundedTrace
 from epg_sdk.benchmark import EpisodeRecord, Feedback, StepResult
 from epg_sdk.gym_adapter import GymnasiumBenchmark
+from epg_sdk.trace import BoundedTrace
 
 # Why an Episode ended: a closed set, the value of every Episode summary's `end`.
 TIME_LIMIT = "time_limit"  # the Episode ran its horizon to the end

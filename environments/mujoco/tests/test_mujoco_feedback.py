@@ -10,10 +10,10 @@ import pytest
 
 from epg_env_mujoco import END_CAUSES, POLICY_FAILURE, make_ant_benchmark, make_halfcheetah_benchmark
 from epg_env_mujoco.mujoco_benchmark import MAX_DETAILED_EPISODES
-from epg_env_mujoco.trace import TRACE_LIMIT_CHARS
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
 from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
 from epg_sdk.protocol import values
+from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 
 @pytest.fixture(scope="module")

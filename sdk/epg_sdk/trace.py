@@ -1,4 +1,7 @@
-"""A compact text trace of one Episode, bounded in size: the head and the tail of its steps around a marker."""
+"""A compact text trace of one Episode, bounded in size: the head and the tail of its steps around a marker.
+
+For an Environment's summary(): packages add one token per traced step and publish render()'s text.
+"""
 
 from __future__ import annotations
 
