@@ -58,9 +58,14 @@ class ContainerPool:
         starters: int,
         start_slot: Callable[[int], Slot],
         destroy: Callable[[Slot], None],
+        episodes: int = 0,
     ) -> None:
         self._lanes = lanes
         self._size = size
+        # The most Episodes that will still take a container (0: not known). A container
+        # started beyond them would only be removed unused at close: start-up and removal
+        # cost the engine as much CPU as a short Episode, and delay the command's end.
+        self._remaining: int | None = episodes or None
         self._start_slot = start_slot
         self._destroy = destroy
         self._condition = threading.Condition()
@@ -95,6 +100,8 @@ class ContainerPool:
         deadline = time.monotonic() + TAKE_TIMEOUT_S
         with self._condition:
             self._pending = max(0, self._pending - 1)
+            if self._remaining is not None:
+                self._remaining = max(0, self._remaining - 1)
             self._condition.notify_all()
             while not self._ready[lane]:
                 if self._error is not None:
@@ -157,8 +164,10 @@ class ContainerPool:
     def _target_locked(self) -> int:
         if self._batch:
             # During a batch: only what the batch still lacks (never refill a warm batch).
-            return min(self._pending, max(self._size, self._lanes))
-        return self._size
+            target = min(self._pending, max(self._size, self._lanes))
+        else:
+            target = self._size
+        return target if self._remaining is None else min(target, self._remaining)
 
     def _fill_loop(self) -> None:
         with self._condition:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from programs import STEADY
 
 from orchestrator.backends.labels import selector
@@ -82,3 +84,18 @@ def test_pool_is_drained_when_the_sandbox_closes(open_sandbox, engine):
         assert sandbox.pool.wait_until_full(120)
         session = sandbox.labels.session
     assert engine.client.containers.list(all=True, filters={"label": selector(session=session)}) == []
+
+
+def test_a_known_episode_count_bounds_the_pool(open_sandbox, write_program, engine):
+    """A command that knows it runs 3 Episodes starts 3 policy containers, not a full pool it would remove unused."""
+    program = capture_program(write_program(STEADY))
+    began = int(time.time()) - 1
+    with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=8, episodes=3)) as sandbox:
+        evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=3)
+        time.sleep(1.5)  # an unbounded pool refills to 8 here
+        assert sandbox.pool.ready_count() == 0
+        session = sandbox.labels.session
+    assert [o.steps for o in evaluation.feedback.episodes] == [500] * 3
+    filters = {"type": "container", "event": "create", "label": selector(session=session, role="policy")}
+    created = list(engine.client.events(since=began, until=int(time.time()) + 1, filters=filters, decode=True))
+    assert len(created) == 3, [e.get("Actor", {}).get("Attributes", {}).get("name") for e in created]
