@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -47,7 +49,16 @@ app.command("gc")(housekeeping.gc)
 app.command("benchmarks")(housekeeping.benchmarks)
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM and SIGHUP end a command as Ctrl-C does: its sandbox, agent and relay are closed and their
+    containers removed on the way out, and a Run can be resumed (`run --resume`)."""
+    signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     app()
 
 
