@@ -35,7 +35,8 @@ def main_options(
     """Run EvoPolicyGym policies in fresh, hardened containers.
 
     Exit status of every command: 0 ok, 1 bad input (spec, Program, name, path or record) or a failed check,
-    2 usage (unknown option, missing or malformed argument), 3 infrastructure (engine, image build, registry, runner).
+    2 usage (unknown option, missing or malformed argument), 3 infrastructure (engine, image build, registry, runner),
+    130 stopped by Ctrl-C, SIGTERM or SIGHUP (everything it started is removed first).
     """
 
 
