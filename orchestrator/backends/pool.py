@@ -148,10 +148,10 @@ class ContainerPool:
         return True
 
     def wait_until_full(self, timeout_s: float) -> bool:
-        """Block until `size` containers are ready (for benchmarks and tests)."""
+        """Block until `size` containers are ready, or as many as the Episodes still to come (benchmarks, tests)."""
         deadline = time.monotonic() + timeout_s
         with self._condition:
-            while sum(len(r) for r in self._ready) < self._size:
+            while sum(len(r) for r in self._ready) < min(self._size, self._remaining if self._remaining is not None else self._size):
                 if self._error is not None:
                     raise self._error
                 remaining = deadline - time.monotonic()
