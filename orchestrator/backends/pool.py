@@ -59,6 +59,7 @@ class ContainerPool:
         start_slot: Callable[[int], Slot],
         destroy: Callable[[Slot], None],
         episodes: int = 0,
+        keep_used: int = 64,
     ) -> None:
         self._lanes = lanes
         self._size = size
@@ -66,6 +67,9 @@ class ContainerPool:
         # started beyond them would only be removed unused at close: start-up and removal
         # cost the engine as much CPU as a short Episode, and delay the command's end.
         self._remaining: int | None = episodes or None
+        # Used containers a batch keeps until it ends (removal costs the engine CPU its Episodes need); beyond
+        # that many a long cold batch removes them as it goes, so its memory stays bounded whatever its size.
+        self._keep_used = max(0, keep_used)
         self._start_slot = start_slot
         self._destroy = destroy
         self._condition = threading.Condition()
@@ -131,6 +135,8 @@ class ContainerPool:
     def discard(self, slot: Slot) -> None:
         """Destroy a used Slot in the background."""
         self._reap_queue.put(slot)
+        with self._condition:
+            self._condition.notify_all()
 
     def ready_count(self) -> int:
         with self._condition:
@@ -215,7 +221,7 @@ class ContainerPool:
                 # Removal costs the engine CPU that the Episodes of a running batch
                 # need; a used container (exited, or killed on failure) waits for the
                 # batch to end. It can never be handed out again either way.
-                while self._batch and not self._closed:
+                while self._batch and not self._closed and self._reap_queue.qsize() < self._keep_used:
                     self._condition.wait()
             try:
                 self._destroy(slot)

@@ -78,6 +78,8 @@ class SandboxTuning:
 
     episodes, when known (a command that runs one batch), is the most Episodes the sandbox will serve: the pool never
     starts a container beyond them. 0: not known (a Run, whose pool the driver sizes phase by phase).
+    keep_used: used containers a batch keeps until it ends, at the most (about 18 MiB each); a longer batch removes
+    the ones beyond as it goes.
 
     runtime is the OCI runtime of the untrusted containers (policy and agent);
     the trusted environment runner always runs under runc.
@@ -88,6 +90,7 @@ class SandboxTuning:
     starters: int = 2
     runtime: ContainerRuntime = "runc"
     episodes: int = 0
+    keep_used: int = 64
 
     def lanes(self) -> int:
         return self.concurrency or default_concurrency()
@@ -178,6 +181,7 @@ class DockerSandbox:
             self._pool = ContainerPool(
                 lanes=len(self._lanes), size=self._tuning.pool_size, starters=self._tuning.starters,
                 start_slot=self._start_slot, destroy=self._destroy_slot, episodes=self._tuning.episodes,
+                keep_used=self._tuning.keep_used,
             )
         except BaseException:
             self.close()

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.run import workspace_fs
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Each Episode's container says who it is (its PID and mount namespaces, and the start of its first process
@@ -146,5 +148,9 @@ def test_a_run_killed_in_its_agent_phase_leaves_no_prestarted_container(tmp_path
         assert _policy_containers(engine, owner), "SIGKILL leaves the containers for gc"
         result = run_cli(["gc"], scope)
         assert result.returncode == 0, result.stderr
+        workspace_fs.release(run_dir / "workspace")  # what `run --resume` would mount again
+    else:
+        assert process.returncode == 130, process.stderr.read()[-2000:]
+        assert not workspace_fs.is_mounted(run_dir / "workspace"), "the stopped Run left its workspace mounted"
     left = engine.client.containers.list(all=True, filters={"label": f"org.evopolicygym.owner={owner}"}, sparse=True)
     assert left == [], f"{how}: the Run left {len(left)} containers behind"
