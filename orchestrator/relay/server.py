@@ -24,15 +24,22 @@ from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
+# Headers that carry a provider credential: whatever the agent sends in them is dropped, the Host's goes in one.
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 # Headers never forwarded upstream: hop-by-hop ones, and any credential the agent may send.
-_DROPPED = {"authorization", "x-api-key", "proxy-authorization", "connection", "keep-alive", "transfer-encoding",
+_DROPPED = {*CREDENTIAL_HEADERS, "proxy-authorization", "connection", "keep-alive", "transfer-encoding",
             "te", "trailer", "upgrade", "host", "content-length", "accept-encoding"}
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RelayPolicy:
-    """What the relay lets through. credential_header: "authorization" (Bearer) or "x-api-key"."""
+    """What the relay lets through.
+
+    allow_paths: a path ending in "/" or "*" allows every path it begins (e.g. "/v1beta/models/" allows
+    "/v1beta/models/M:streamGenerateContent"); any other allows itself and the paths below it.
+    credential_header: "authorization" (sent as "Bearer CREDENTIAL"), "x-api-key" or "x-goog-api-key" (the raw value).
+    """
 
     upstream: str
     allow_paths: tuple[str, ...]
@@ -44,6 +51,28 @@ class RelayPolicy:
     @property
     def upstream_host(self) -> str:
         return urlsplit(self.upstream).netloc
+
+
+def path_allowed(path: str, allowed: str) -> bool:
+    """Whether the request path is allowed by one allow_paths entry (see RelayPolicy).
+
+    A path with a dot segment or an encoded dot, slash or backslash is never allowed: the upstream might
+    resolve it to a path outside the prefix.
+    """
+    lowered = path.lower()
+    if any(part in (".", "..") for part in path.split("/")) or any(c in lowered for c in ("%2e", "%2f", "%5c", "\\")):
+        return False
+    if allowed.endswith("*"):
+        return path.startswith(allowed[:-1])
+    if allowed.endswith("/"):
+        return path.startswith(allowed)
+    return path == allowed or path.startswith(allowed + "/")
+
+
+def forwarded_query(query: str) -> str:
+    """The query string sent upstream: without any `key` parameter (the Gemini API's credential parameter)."""
+    kept = [part for part in query.split("&") if part and part.split("=", 1)[0] != "key"]
+    return "&".join(kept)
 
 
 @dataclass(slots=True)
@@ -149,7 +178,7 @@ class ModelRelay:
         if target.netloc and target.netloc != self.policy.upstream_host:
             self._refuse(handler, body, 403, f"host {target.netloc} is not the allowed upstream")
             return
-        if not any(path == allowed or path.startswith(allowed.rstrip("/") + "/") for allowed in self.policy.allow_paths):
+        if not any(path_allowed(path, allowed) for allowed in self.policy.allow_paths):
             self._refuse(handler, body, 403, f"path {path} is not allowed")
             return
         with self._lock:
@@ -161,7 +190,8 @@ class ModelRelay:
         if limit:
             self._refuse(handler, body, 429, f"relay limit reached: {limit}")
             return
-        self._forward(handler, body, path + (f"?{target.query}" if target.query else ""))
+        query = forwarded_query(target.query)
+        self._forward(handler, body, path + (f"?{query}" if query else ""))
 
     def _limit_locked(self) -> str:
         if self.policy.max_requests is not None and self.counters.requests >= self.policy.max_requests:
