@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from orchestrator.relay.server import RelayPolicy
+from orchestrator.relay.policy import RelayPolicy, StaticCredential
 from orchestrator.run.spec import RunSpec
 
 # upstream, credential variable, credential header, allowed paths
@@ -34,8 +34,7 @@ def relay_policy(spec: RunSpec, environ: Mapping[str, str] = os.environ) -> Rela
     return RelayPolicy(
         upstream=(relay.upstream or upstream).rstrip("/"),
         allow_paths=tuple(relay.allow_paths or paths),
-        credential=credential,
-        credential_header=header,
+        credential=StaticCredential(header=header, value=credential),
         max_requests=relay.max_requests,
         max_tokens=relay.max_tokens,
     )

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.relay.server import ModelRelay, RelayPolicy, count_tokens, path_allowed
+from orchestrator.relay.policy import RelayPolicy, StaticCredential, path_allowed
+from orchestrator.relay.server import ModelRelay
+from orchestrator.relay.usage import count_tokens
 from orchestrator.session.relay_bridge import serve as serve_bridge
 
 SECRET = "sk-host-only-credential"
@@ -60,15 +62,18 @@ class Upstream(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def relay_setup():
+def relay_setup(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
     Upstream.seen, Upstream.paced = [], None
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    threading.Thread(target=upstream.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     directory = Path(tempfile.mkdtemp(dir="/tmp", prefix="epg-relay-"))
     made = []
 
-    def make(**fields):
-        fields = {"allow_paths": ("/v1/responses",), "credential": SECRET, **fields}
+    def make(credential_header="authorization", **fields):
+        fields = {"allow_paths": ("/v1/responses",), "credential": StaticCredential(header=credential_header, value=SECRET),
+                  **fields}
         policy = RelayPolicy(upstream=f"http://127.0.0.1:{upstream.server_address[1]}", **fields)
         relay = ModelRelay(policy, directory / f"relay{len(made)}.sock", directory / f"records{len(made)}.jsonl")
         made.append(relay)
