@@ -44,6 +44,7 @@ _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorizat
 # Never forwarded upstream: hop-by-hop headers, any credential the agent sends, its Accept-Encoding (the relay
 # asks for identity, so the record holds readable text).
 _DROPPED_REQUEST = {*_HOP_BY_HOP, *CREDENTIAL_HEADERS, "accept-encoding"}
+_LIST_HEADERS = {"anthropic-beta"}
 _POOL = httpx.Limits(max_connections=32, max_keepalive_connections=8, keepalive_expiry=30.0)
 
 
@@ -174,12 +175,17 @@ class ModelRelay:
         return ""
 
     def _forward(self, handler: BaseHTTPRequestHandler, exchange: _Exchange, url: str) -> None:
+        """Forward one admitted request. The exchange is recorded before the agent gets the end of its answer, so a
+        client that waits for one answer before its next request finds its exchanges recorded in order."""
+        reply: tuple[int, dict[str, Any]] | None = None
+        complete = False
         try:
             request = self._client.build_request(exchange.method, url, headers=self._upstream_headers(handler),
                                                  content=exchange.body)
             response = self._send(request)
             try:
                 self._stream(handler, response, exchange)
+                complete = True
             finally:
                 response.close()
         except _UpstreamFailure as exc:
@@ -188,20 +194,37 @@ class ModelRelay:
                 handler.close_connection = True  # the agent's stream ends without its last chunk: an error it sees
             else:
                 exchange.status = exc.status
-                self._send_json(handler, exc.status, {"error": {"type": "relay_upstream_error", "message": str(exc)}})
+                reply = (exc.status, {"error": {"type": "relay_upstream_error", "message": str(exc)}})
         except CredentialError as exc:
             exchange.error, exchange.status = str(exc), 502
-            self._send_json(handler, 502, {"error": {"type": "relay_credential_error", "message": str(exc)}})
+            reply = (502, {"error": {"type": "relay_credential_error", "message": str(exc)}})
         except OSError as exc:  # the agent went away; nothing to tell it
             exchange.error = f"agent connection lost: {exc}"
             handler.close_connection = True
         finally:
             self._record(exchange)
+        if reply is not None:
+            self._send_json(handler, *reply)
+        elif complete:
+            try:
+                handler.wfile.write(b"0\r\n\r\n")
+                handler.wfile.flush()
+            except OSError:
+                handler.close_connection = True
 
     def _upstream_headers(self, handler: BaseHTTPRequestHandler) -> list[tuple[str, str]]:
-        """The agent's end-to-end headers, then the Host's credential and identity coding. Raises CredentialError."""
-        headers = [(k, v) for k, v in handler.headers.items() if k.lower() not in _DROPPED_REQUEST]
-        headers += list(self.policy.credential.headers().items())
+        """The agent's end-to-end headers, then the Host's credential and identity coding. Raises CredentialError.
+
+        A header the credential sets replaces the agent's, but for list headers (`anthropic-beta`), which join both.
+        """
+        added = self.policy.credential.headers()
+        names = {key.lower() for key in added}
+        sent = [(k, v) for k, v in handler.headers.items() if k.lower() not in _DROPPED_REQUEST]
+        headers = [(k, v) for k, v in sent if k.lower() not in names]
+        for key, value in added.items():
+            if key.lower() in _LIST_HEADERS:
+                value = ", ".join([*(v for k, v in sent if k.lower() == key.lower()), value])
+            headers.append((key, value))
         headers.append(("Accept-Encoding", "identity"))
         return headers
 
@@ -214,7 +237,7 @@ class ModelRelay:
             raise _UpstreamFailure(502, f"upstream unreachable: {exc or type(exc).__name__}") from None
 
     def _stream(self, handler: BaseHTTPRequestHandler, response: httpx.Response, exchange: _Exchange) -> None:
-        """Pass the response to the agent as it arrives, re-chunked. Raises _UpstreamFailure, OSError."""
+        """Pass the response to the agent as it arrives, re-chunked, all but the last chunk. Raises _UpstreamFailure, OSError."""
         handler.send_response(response.status_code)
         for key, value in response.headers.multi_items():
             if key.lower() not in _HOP_BY_HOP:
@@ -234,14 +257,12 @@ class ModelRelay:
             raise _UpstreamFailure(504, f"upstream timed out ({_what(exc)}, {self.policy.timeout_s:g} s)") from None
         except httpx.HTTPError as exc:
             raise _UpstreamFailure(502, f"upstream failed mid-response: {exc or type(exc).__name__}") from None
-        handler.wfile.write(b"0\r\n\r\n")
-        handler.wfile.flush()
 
     # refusals and records -------------------------------------------------------
     def _refuse(self, handler: BaseHTTPRequestHandler, exchange: _Exchange, status: int, reason: str) -> None:
         exchange.status, exchange.refused = status, reason
-        self._send_json(handler, status, {"error": {"type": "relay_refused", "message": reason}})
         self._record(exchange)
+        self._send_json(handler, status, {"error": {"type": "relay_refused", "message": reason}})
 
     @staticmethod
     def _send_json(handler: BaseHTTPRequestHandler, status: int, document: dict[str, Any]) -> None:
