@@ -161,7 +161,7 @@ def test_request_limit_ends_with_a_clear_refusal(relay_setup):
     assert [e["seq"] for e in entries(records, 3)] == [1, 2, 3]
 
 
-def test_token_counts_read_openai_and_anthropic_usage():
+def test_token_counts_read_openai_anthropic_and_gemini_usage():
     anthropic = (
         b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}\n\n'
         b'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":20}}\n\n'
@@ -170,6 +170,11 @@ def test_token_counts_read_openai_and_anthropic_usage():
     assert count_tokens(anthropic) == 31
     assert count_tokens(b'{"usage": {"input_tokens": 3, "output_tokens": 4}}') == 7
     assert count_tokens(b"not json") == 0
+    gemini = (  # every streamed chunk may carry the running total: the last one counts
+        b'data: {"candidates": [], "usageMetadata": {"promptTokenCount": 5, "totalTokenCount": 6}}\n\n'
+        b'data: {"candidates": [], "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 4, "totalTokenCount": 9}}\n\n'
+    )
+    assert count_tokens(gemini) == 9
 
 
 def test_allowed_paths_ending_in_slash_or_star_match_by_prefix():
