@@ -1,4 +1,4 @@
-"""A Run whose relay credential is a CLI login file on the Host: it reaches the upstream and never the agent's container."""
+"""Runs through the Host's relay: a CLI login file as the credential (never in the container), a stalled model server."""
 
 from __future__ import annotations
 
@@ -138,3 +138,92 @@ def test_codex_login_on_the_host_reaches_the_upstream_refreshed_and_never_the_co
     exchanges = [json.loads(line) for line in (run_dir / "relay" / "exchanges.1.jsonl").read_text().splitlines()]
     assert [(e["path"], e["status"], e["tokens"]) for e in exchanges] == [("/v1/responses", 200, 9)]
     assert manifest["relay"]["requests"] == 1 and manifest["relay"]["errors"] == 0
+
+
+# A command agent of the openai-compatible profile: a chat completion, then one the model server never answers.
+STALL_SCRIPT = '''set -e
+python3 -m orchestrator.session.relay_bridge --port 8765 &
+python3 - <<'EOF'
+import json, time, urllib.error, urllib.request
+def chat(content):
+    request = urllib.request.Request("http://127.0.0.1:8765/v1/chat/completions", method="POST",
+                                     data=json.dumps({"model": "local", "stream": True, "messages": [{"role": "user", "content": content}]}).encode())
+    began = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return {"status": response.status, "body": response.read().decode(), "seconds": time.monotonic() - began}
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "body": exc.read().decode(), "seconds": time.monotonic() - began}
+for _ in range(100):
+    try:
+        first = chat("hello")
+        break
+    except urllib.error.URLError:
+        time.sleep(0.1)
+json.dump([first, chat("stall")], open("analysis/calls.json", "w"))
+EOF
+epg-session submit --episodes 0:1
+epg-session finish s0001
+'''
+
+
+class ModelServer(BaseHTTPRequestHandler):
+    """A model server on the Host's loopback speaking Chat Completions; a request saying "stall" is never answered."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if b"stall" in body:
+            ModelServer.release.wait(60)
+            return
+        data = b'data: {"choices": [{"delta": {"content": "hi"}}], "usage": {"total_tokens": 4}}\n\ndata: [DONE]\n\n'
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_stalled_model_server_on_the_host_ends_the_agents_request_with_a_recorded_504_in_time(tmp_path, scope):
+    ModelServer.release = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ModelServer)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    spec = {
+        "benchmark": "CartPole-v1",
+        "agent": {"kind": "command", "image": "agent-base", "argv": ["sh", "-c", STALL_SCRIPT]},
+        "budget": {"episodes": 2, "max_submissions": 1, "pool_size": 2},
+        "validation": {"episodes": 1, "max_candidates": 1},
+        "assessment": {"episodes": 1, "include_initial_program": False},
+        "limits": {"agent_wall_clock_s": 180},
+        "sandbox": {"pool_size": 1, "prestart_memory_mib": 0},
+        "relay": {"profile": "openai-compatible", "upstream": f"http://127.0.0.1:{server.server_address[1]}", "timeout_s": 2},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    run_dir = tmp_path / "run"
+    environment = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"],
+            capture_output=True, text=True, cwd=REPO, timeout=600, env={**environment, "EPG_SCOPE": scope},
+        )
+    finally:
+        ModelServer.release.set()
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads(result.stdout)
+    assert manifest["terminal_reason"] == "finished", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
+    first, stalled = json.loads((run_dir / "workspace" / "analysis" / "calls.json").read_text())
+    assert first["status"] == 200 and first["body"].endswith("data: [DONE]\n\n")
+    assert stalled["status"] == 504 and json.loads(stalled["body"])["error"]["type"] == "relay_upstream_error"
+    assert 1.5 < stalled["seconds"] < 10, stalled
+    exchanges = [json.loads(line) for line in (run_dir / "relay" / "exchanges.1.jsonl").read_text().splitlines()]
+    assert [(e["status"], e["error"], e["tokens"]) for e in exchanges] == [
+        (200, None, 4), (504, "upstream timed out (read, 2 s)", 0)]
+    assert manifest["relay"]["requests"] == 2 and manifest["relay"]["errors"] == 1
