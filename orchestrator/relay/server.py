@@ -107,8 +107,9 @@ class ModelRelay:
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
+            # No socket timeout on the agent's side: a CLI keeps its connection idle while it runs tools, and a
+            # connection closed under it races its next request. Its threads end when its container does.
             protocol_version = "HTTP/1.1"
-            timeout = policy.timeout_s  # an agent that stops reading or sending holds a thread no longer
 
             def do_GET(self) -> None:
                 relay._handle(self)
