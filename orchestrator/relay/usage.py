@@ -20,7 +20,7 @@ def count_tokens(body: bytes) -> int:
         total += _usage_tokens(document)
         metadata = document.get("usageMetadata") if isinstance(document, dict) else None
         if isinstance(metadata, dict) and isinstance(metadata.get("totalTokenCount"), int):
-            gemini = metadata["totalTokenCount"]  # Gemini: every streamed chunk may repeat the running total
+            gemini = max(gemini, metadata["totalTokenCount"])  # Gemini: streamed chunks repeat the running total
     return total + gemini
 
 

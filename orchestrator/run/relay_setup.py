@@ -17,6 +17,18 @@ DEFAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
 }
 AGENT_IMAGES = {"codex": "agent-codex", "claude-code": "agent-claude-code"}
 
+
+class RelayConfigError(Exception):
+    """The relay cannot be set up (for example, the credential variable is not set on the Host).
+
+    `field` names the relay key at fault, for a `relay.FIELD: reason` line.
+    """
+
+    def __init__(self, message: str, field: str = "credential_env") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 # relay.profile: the same shape; an empty upstream must be given in the spec, an empty variable sends no credential
 # unless relay.credential_env names one.
 PROFILES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
@@ -28,17 +40,6 @@ LOGINS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "codex": ("https://chatgpt.com/backend-api/codex", "/v1", ("/v1/responses",)),
     "claude": ("https://api.anthropic.com", "", ("/v1/messages",)),
 }
-
-
-class RelayConfigError(Exception):
-    """The relay cannot be set up (for example, the credential variable is not set on the Host).
-
-    `field` names the relay key at fault, for a `relay.FIELD: reason` line.
-    """
-
-    def __init__(self, message: str, field: str = "credential_env") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def relay_policy(spec: RunSpec, environ: Mapping[str, str] = os.environ, home: Path | None = None) -> RelayPolicy | None:
