@@ -32,8 +32,8 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
-from per_benchmark import CORE16_OTHERS, known, measure, print_figures
 from fixed_cost import print_fixed_cost
+from per_benchmark import CORE16_OTHERS, known, measure, print_figures
 from reference import run_reference
 from run_phases import run_phase_figures
 
