@@ -16,7 +16,6 @@ from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records import schema
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run.preflight import preflight
 from orchestrator.run.spec import SpecError, json_schema, load_spec
 
 spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
@@ -36,6 +35,8 @@ def spec_check(
     YAML syntax errors print as `line:column: reason`. Exit status: 0 valid, 1 problems, 2 usage,
     3 the engine did not answer (asked only when the spec names an agent image of its own).
     """
+    from orchestrator.run.preflight import preflight  # with the relay's HTTP client: loaded by the commands that use it
+
     json_mode(as_json)
     document: dict[str, Any] = {"spec": str(spec_file), "valid": False, "problems": []}
     try:
