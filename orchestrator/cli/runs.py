@@ -253,37 +253,42 @@ def runs_export(
 @runs_app.command("replay")
 def runs_replay(
     run_dir: ExistingDirectory,
-    submission: Annotated[str, typer.Argument(help="A Submission id (s0001), or assessment (the selected Program's), or validation.",
-                                              show_default=False)],
+    targets: Annotated[list[str], typer.Argument(
+        help="Submission ids (s0001), assessment (the selected Program's Assessment) or validation (every candidate's).",
+        show_default=False, metavar="SUBMISSION...")],
     as_json: Json = False,
     environments: Environments = None,
     base: Base = "auto",
     scope: Scope = "",
 ) -> None:
-    """Evaluate a recorded Program again on the same hidden Episodes and compare with its recorded Feedback, Episode by Episode.
+    """Evaluate recorded Programs again on the same hidden Episodes and compare with their recorded Feedback, Episode by Episode.
 
-    Uses the Run's seed key (run.json names its file), its limits and, when the engine still has it, its environment image.
-    Exit status: 0 identical, 1 a difference (each printed) or bad input, 2 usage, 3 infrastructure.
+    Uses the Run's seed key (run.json names its file), its limits and, when the engine still has it, its environment image;
+    several targets share one sandbox. Exit status: 0 identical, 1 a difference (each printed) or bad input, 2 usage,
+    3 infrastructure.
     """
     json_mode(as_json)
     from orchestrator.reports.rerun import replay_run  # the engine's client loads only for a replay
 
     try:
-        report, images = replay_run(run_dir, submission, scope=scope, base=base, environments=environment_roots(environments),
-                                    progress=lambda message: None if as_json else err.print(f"[dim]{message}[/]", highlight=False))
+        reports, images = replay_run(run_dir, targets, scope=scope, base=base, environments=environment_roots(environments),
+                                     progress=lambda message: None if as_json else err.print(f"[dim]{message}[/]", highlight=False))
     except (schema.RecordError, ReplayError, SeedKeyError, SpecError, CatalogueError) as exc:
         fail(str(exc))
     except InfrastructureError as exc:
         fail_infrastructure(exc)
+    identical = all(report.identical for report in reports)
     if as_json:
-        print_json({"run_dir": str(run_dir), **report.to_json(), "images": images})
+        print_json({"run_dir": str(run_dir), "identical": identical, "replays": [r.to_json() for r in reports], "images": images})
     else:
         if not images["same_image"]:
             err.print(f"[yellow]note:[/] the Run's environment image {images['recorded_environment']} is gone; "
                       f"replayed on {images['environment']}", highlight=False)
-        for difference in report.differences:
-            out.print(f"[red]differs[/] {difference.line()}", highlight=False)
-        verdict = "identical" if report.identical else f"{len(report.differences)} differences"
-        out.print(f"{report.target}: {report.episodes} Episodes of {report.split} replayed against {', '.join(report.compared)}: {verdict}",
-                  highlight=False)
-    raise typer.Exit(int(ExitCode.OK if report.identical else ExitCode.BAD_INPUT))
+        for report in reports:
+            for difference in report.differences:
+                out.print(f"[red]differs[/] {report.target} {difference.line()}", highlight=False)
+            count = len(report.differences)
+            verdict = "identical" if report.identical else f"{count} difference{'' if count == 1 else 's'}"
+            out.print(f"{report.target}: {report.episodes} Episodes of {report.split} replayed against {', '.join(report.compared)}: "
+                      f"{verdict}", highlight=False)
+    raise typer.Exit(int(ExitCode.OK if identical else ExitCode.BAD_INPUT))

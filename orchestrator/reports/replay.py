@@ -80,6 +80,18 @@ def check_target(run: RunRecords, target: str) -> None:
             raise ReplayError(f"{target}: its record cannot be read: {record.error}")
 
 
+def episode_count(run: RunRecords, target: str) -> int:
+    """How many Episodes replaying target runs (every Program of it counted). Call check_target first."""
+    if target == ASSESSMENT:
+        document = run.assessment or {}
+        return len(document.get("episodes") or []) * (2 if isinstance(document.get("initial_program"), dict) else 1)
+    if target == VALIDATION:
+        document = run.validation or {}
+        return int(document.get("episodes") or 0) * len([r for r in document.get("results", []) if isinstance(r, dict)])
+    record = run.submission(target)
+    return len(record.indices) if record is not None else 0
+
+
 def replay(run: RunRecords, target: str, sandbox: EpisodeSandbox, key: bytes) -> ReplayReport:
     """Evaluate target again ("sNNNN", "validation" or "assessment") and compare with what run recorded.
 

@@ -36,7 +36,7 @@ class FakeRun:
 
 def episode(index: int, reward: float | None, split: str = "train") -> dict[str, Any]:
     failed = reward is None
-    return {"index": index, "split": split, "status": "failed" if failed else "completed", "failure": "exception" if failed else None,
+    return {"index": index, "split": split, "status": "policy_failure" if failed else "completed", "failure": "exception" if failed else None,
             "reason": "boom" if failed else "", "steps": 3, "reward": 0.0 if failed else reward, "terminated": True, "truncated": False,
             "policy_seconds": 0.01, "environment_seconds": 0.02, "loop_seconds": 0.03, "output_tail": "", "traceback": "", "summary": {}}
 
