@@ -11,7 +11,7 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
 from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
 from orchestrator.cli.run import image_checker, print_manifest
 from orchestrator.images.catalogue import CatalogueError, discover
@@ -225,6 +225,7 @@ def runs_export(
                                                      dir_okay=False, show_default=False)] = None,
     program: Annotated[ProgramForm, typer.Option("--program", help="Each Submission's Program as its files, or as a diff against the one before.")]
     = ProgramForm.FILES,
+    as_json: Annotated[bool, typer.Option("--json", help="With --out: print a JSON summary (runs, records, file) on stdout.")] = False,
 ) -> None:
     """Export a Run (or every Run below a directory, e.g. a suite's) as JSON Lines, one record per step of the agent's evolution.
 
@@ -232,6 +233,9 @@ def runs_export(
     and the outcome (Validation, Assessment); schema in docs/export.md. Hidden data never appears.
     Exit status: 0 exported, 1 no run directory there or an unreadable run.json, 2 usage.
     """
+    json_mode(as_json)
+    if as_json and out_file is None:
+        usage("--json needs --out FILE: without it the records themselves go to stdout")
     runs = find_runs(run_dir)
     if not runs:
         fail(f"{run_dir} holds no run directory (no run.json in it or below it)")
@@ -246,8 +250,11 @@ def runs_export(
     finally:
         if out_file is not None:
             handle.close()
-    err.print(f"{count} records of {len(runs)} Run{'s' if len(runs) != 1 else ''}" + (f" written to {out_file}" if out_file else ""),
-              highlight=False)
+    if as_json:
+        print_json({"out": str(out_file), "records": count, "runs": [d.relative_to(run_dir).as_posix() for d in runs]})
+    else:
+        err.print(f"{count} records of {len(runs)} Run{'s' if len(runs) != 1 else ''}" + (f" written to {out_file}" if out_file else ""),
+                  highlight=False)
 
 
 @runs_app.command("replay")
