@@ -157,7 +157,8 @@ def _changes(d: RunDiagnostics) -> Plot:
         axes.bar(labels, [p.change.lines_added for p in known], color=_COLOURS[2], label="lines added")
         axes.bar(labels, [-p.change.lines_removed for p in known], color=_COLOURS[3], label="lines removed")
         for x, p in enumerate(known):
-            axes.annotate(f"{p.change.files_changed} files", (x, p.change.lines_added), ha="center", va="bottom", fontsize=8)
+            count = p.change.files_changed
+            axes.annotate(f"{count} file{'' if count == 1 else 's'}", (x, p.change.lines_added), ha="center", va="bottom", fontsize=8)
         axes.axhline(0, color="#333333", linewidth=0.6)
         axes.set_ylabel("lines")
         axes.legend(loc="best")
