@@ -154,7 +154,7 @@ def _exchange_records(run: RunRecords) -> Iterator[dict[str, Any]]:
             yield {
                 "kind": "model_exchange", "attempt": attempt, "seq": entry.get("seq"), "time": float(entry.get("time") or 0.0),
                 "method": entry.get("method"), "path": entry.get("path"), "status": entry.get("status"),
-                "refused": entry.get("refused"), "tokens": entry.get("tokens"),
+                "refused": entry.get("refused"), "error": entry.get("error"), "seconds": entry.get("seconds"), "tokens": entry.get("tokens"),
                 "request": entry.get("request", ""), "response": entry.get("response", ""),
             }
 

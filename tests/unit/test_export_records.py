@@ -33,7 +33,7 @@ def test_records_follow_the_run_in_time_and_validate_against_the_schema(tmp_path
     task, first, exchange, second, outcome = records
     assert task["public_spec"]["id"] == "Fake-v0" and "## Public spec" in task["instructions"]
     assert task["initial_program"]["form"] == "files" and task["initial_program"]["files"][0]["path"] == "policy.py"
-    assert (exchange["attempt"], exchange["request"], exchange["tokens"]) == (1, EXCHANGE["request"], 12)
+    assert (exchange["attempt"], exchange["request"], exchange["tokens"], exchange["error"]) == (1, EXCHANGE["request"], 12, None)
     assert second["feedback"] == json.loads((root / "workspace" / "feedback" / "s0002" / "feedback.json").read_text())
     assert outcome["assessment"]["score"] == 8.0 and outcome["validation"]["selected"] == "s0001"
     assert "feedback" not in outcome["validation"]["results"][0]  # Validation Episodes stay out of the export
