@@ -19,6 +19,7 @@ WHEEL_REQUIREMENTS = (
     "gymnasium==1.4.0",
     "grpcio==1.85.3",
     "httpx>=0.28",
+    "matplotlib>=3.8",  # the orchestrator's runs report
     "docker>=7.1",
     "pydantic>=2.7",
     "pyyaml>=6",
