@@ -174,7 +174,8 @@ class ModelRelay:
         upstream = urlsplit(self.policy.upstream)
         connection_class = http.client.HTTPSConnection if upstream.scheme == "https" else http.client.HTTPConnection
         connection = connection_class(upstream.netloc, timeout=600)
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _DROPPED}
+        dropped = _DROPPED | {self.policy.credential_header}  # the agent's placeholder of the header the relay sets
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in dropped}
         if self.policy.credential_header == "authorization":
             headers["Authorization"] = f"Bearer {self.policy.credential}"
         else:

@@ -12,8 +12,12 @@ from orchestrator.run.spec import RunSpec
 DEFAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "codex": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/responses",)),
     "claude-code": ("https://api.anthropic.com", "ANTHROPIC_API_KEY", "x-api-key", ("/v1/messages",)),
+    "gemini": ("https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "x-goog-api-key", ("/v1beta/models",)),
+    "qwen-code": ("https://dashscope-intl.aliyuncs.com/compatible-mode", "DASHSCOPE_API_KEY", "authorization", ("/v1/chat/completions",)),
 }
 AGENT_IMAGES = {"codex": "agent-codex", "claude-code": "agent-claude-code"}
+AGENT_IMAGES["gemini"] = "agent-gemini"
+AGENT_IMAGES["qwen-code"] = "agent-qwen-code"
 
 
 class RelayConfigError(Exception):
