@@ -62,18 +62,22 @@ class RelayCounters:
 
 
 def count_tokens(body: bytes) -> int:
-    """Tokens reported by a provider response: a JSON body or server-sent events (OpenAI or Anthropic usage)."""
+    """Tokens reported by a provider response: a JSON body or server-sent events (OpenAI, Anthropic or Gemini usage)."""
     total = 0
     texts = [body]
     if b"\ndata:" in body or body.startswith(b"data:") or body.startswith(b"event:"):
         texts = [line[5:].strip() for line in body.splitlines() if line.startswith(b"data:")]
+    gemini = 0  # Gemini's usageMetadata is cumulative: each streamed chunk may repeat it, the last one counts
     for text in texts:
         try:
             document = json.loads(text)
         except (ValueError, UnicodeDecodeError):
             continue
         total += _usage_tokens(document)
-    return total
+        metadata = document.get("usageMetadata") if isinstance(document, dict) else None
+        if isinstance(metadata, dict) and isinstance(metadata.get("totalTokenCount"), int):
+            gemini = max(gemini, metadata["totalTokenCount"])
+    return total + gemini
 
 
 def _usage_tokens(document: Any) -> int:
