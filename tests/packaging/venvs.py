@@ -18,6 +18,7 @@ WHEEL_REQUIREMENTS = (
     "protobuf==7.36.2",
     "gymnasium==1.4.0",
     "grpcio==1.85.3",
+    "httpx>=0.28",
     "docker>=7.1",
     "pydantic>=2.7",
     "pyyaml>=6",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchestrator.agents.cli_agent import PLACEHOLDER_KEY, gemini_command, qwen_command
-from orchestrator.relay.server import count_tokens
+from orchestrator.relay.usage import count_tokens
 from orchestrator.run.agent_container import agent_command
 from orchestrator.run.relay_setup import AGENT_IMAGES, RelayConfigError, relay_policy
 from orchestrator.run.spec import GeminiAgent, QwenCodeAgent, RunSpec
@@ -28,7 +28,8 @@ def test_a_node_cli_kind_needs_a_model_and_nothing_else(kind, cls):
 
 def test_gemini_relay_sends_the_key_raw_in_x_goog_api_key_below_v1beta_models():
     policy = relay_policy(spec_of({"kind": "gemini", "model": "gemini-2.5-pro"}), {"GEMINI_API_KEY": "k1"})
-    assert (policy.upstream, policy.credential, policy.credential_header) == ("https://generativelanguage.googleapis.com", "k1", "x-goog-api-key")
+    assert policy.upstream == "https://generativelanguage.googleapis.com"
+    assert policy.credential.headers() == {"x-goog-api-key": "k1"}
     assert policy.allow_paths == ("/v1beta/models",)
     assert AGENT_IMAGES["gemini"] == "agent-gemini"
 
@@ -36,7 +37,7 @@ def test_gemini_relay_sends_the_key_raw_in_x_goog_api_key_below_v1beta_models():
 def test_qwen_relay_sends_a_bearer_token_to_an_openai_compatible_chat_completions_upstream():
     policy = relay_policy(spec_of({"kind": "qwen-code", "model": "qwen3-coder-plus"}), {"DASHSCOPE_API_KEY": "k2"})
     assert policy.upstream == "https://dashscope-intl.aliyuncs.com/compatible-mode"
-    assert (policy.credential, policy.credential_header, policy.allow_paths) == ("k2", "authorization", ("/v1/chat/completions",))
+    assert policy.credential.headers() == {"Authorization": "Bearer k2"} and policy.allow_paths == ("/v1/chat/completions",)
     assert AGENT_IMAGES["qwen-code"] == "agent-qwen-code"
     with pytest.raises(RelayConfigError, match="DASHSCOPE_API_KEY"):
         relay_policy(spec_of({"kind": "qwen-code", "model": "m"}), {})
