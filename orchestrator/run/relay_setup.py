@@ -14,8 +14,15 @@ from orchestrator.run.spec import RunSpec
 DEFAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "codex": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/responses",)),
     "claude-code": ("https://api.anthropic.com", "ANTHROPIC_API_KEY", "x-api-key", ("/v1/messages",)),
+    "gemini": ("https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "x-goog-api-key", ("/v1beta/models",)),
+    "qwen-code": ("https://dashscope-intl.aliyuncs.com/compatible-mode", "DASHSCOPE_API_KEY", "authorization", ("/v1/chat/completions",)),
 }
-AGENT_IMAGES = {"codex": "agent-codex", "claude-code": "agent-claude-code"}
+AGENT_IMAGES = {
+    "codex": "agent-codex",
+    "claude-code": "agent-claude-code",
+    "gemini": "agent-gemini",
+    "qwen-code": "agent-qwen-code",
+}
 
 
 class RelayConfigError(Exception):

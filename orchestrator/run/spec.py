@@ -53,6 +53,16 @@ class ClaudeCodeAgent(_Strict):
     effort: Literal["low", "medium", "high"] | None = Field(default=None, description="Reasoning effort (MAX_THINKING_TOKENS preset); none: the CLI's default.")
 
 
+class GeminiAgent(_Strict):
+    kind: Literal["gemini"]
+    model: str = Field(description="Model name passed to Gemini CLI, e.g. gemini-2.5-pro.")
+
+
+class QwenCodeAgent(_Strict):
+    kind: Literal["qwen-code"]
+    model: str = Field(description="Model name passed to Qwen Code (its OpenAI-compatible provider), e.g. qwen3-coder-plus.")
+
+
 class RelaySpec(_Strict):
     """How the model relay reaches the provider. Unset fields take the agent kind's defaults (or the profile's, or the login's)."""
 
@@ -99,9 +109,10 @@ class RelaySpec(_Strict):
         return self
 
 
-_AGENT_KINDS = {"scripted", "hill-climb", "command", "codex", "claude-code"}
+_AGENT_KINDS = {"scripted", "hill-climb", "command", "codex", "claude-code", "gemini", "qwen-code"}
 AgentSpec = Annotated[
-    Union[ScriptedAgent, HillClimbAgent, CommandAgent, CodexAgent, ClaudeCodeAgent], Field(discriminator="kind")
+    Union[ScriptedAgent, HillClimbAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent],
+    Field(discriminator="kind"),
 ]
 
 
