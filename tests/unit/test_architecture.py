@@ -281,7 +281,7 @@ RULES = [
     Rule(
         "the Kubernetes backend does not talk to Docker",
         in_dir("orchestrator/backends/kubernetes/"),
-        forbidden=("docker", "orchestrator.backends.engine", "orchestrator.backends.sandbox", "orchestrator.backends.container_spec"),
+        forbidden=("docker", "orchestrator.backends.engine", "orchestrator.backends.container_spec"),
     ),
     Rule(
         "only the CLI uses typer and rich",
