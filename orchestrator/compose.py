@@ -8,17 +8,19 @@ import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
 
 from orchestrator.backends.engine import DockerEngine, ReapReport
-from orchestrator.backends.kubernetes.cluster import Cluster, ClusterReapReport, ClusterTarget
-from orchestrator.backends.kubernetes.manifests import ClusterSettings, PodImages, image_reference, label_selector
-from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
+from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, PodImages, image_reference, label_selector
 from orchestrator.backends.labels import OWNER, LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.records import provenance
+
+if TYPE_CHECKING:
+    from orchestrator.backends.kubernetes.cluster import Cluster, ClusterReapReport
+    from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
 
 Progress = Callable[[str], None]
 
@@ -76,6 +78,8 @@ def reap_orphans(engine: DockerEngine) -> ReapReport:
 
 def reap_cluster_orphans(cluster: Cluster) -> ClusterReapReport:
     """Reap the cluster objects that orchestrator processes of this host left behind when they died."""
+    from orchestrator.backends.kubernetes.cluster import ClusterReapReport
+
     total = ClusterReapReport()
     for owner in cluster.label_values(label_selector(), OWNER):
         host, _, pid = owner.rpartition("_")  # the owner label is host_pid (labels cannot hold ':')
@@ -96,6 +100,10 @@ def episode_sandbox(engine: DockerEngine, images: SandboxImages, limits: Sandbox
     """
     if kubernetes is None:
         return DockerSandbox(engine, images, limits, labels, tuning=tuning)
+    # Imported here: the kubernetes client costs about a second of start-up that no Docker command should pay.
+    from orchestrator.backends.kubernetes.cluster import Cluster
+    from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
+
     cluster = Cluster.connect(kubernetes.target)
     reaped = reap_cluster_orphans(cluster)
     if reaped.total:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from epg_sdk.planning import SPLITS
 from epg_sdk.runtime.episode_loop import EpisodeLimits
-from orchestrator.backends.kubernetes.cluster import ClusterTarget
+from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, usage
 from orchestrator.cli.options import (

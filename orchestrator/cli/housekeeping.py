@@ -8,8 +8,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.kubernetes.cluster import Cluster, ClusterTarget
-from orchestrator.backends.kubernetes.manifests import label_selector
+from orchestrator.backends.kubernetes.manifests import ClusterTarget, label_selector
 from orchestrator.backends.labels import selector
 from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Backend, Environments, Json, KubeContext, KubeNamespace, environment_roots
@@ -53,6 +52,8 @@ def gc(
 
 
 def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) -> None:
+    from orchestrator.backends.kubernetes.cluster import Cluster  # the client's import costs a second: only when asked for
+
     try:
         cluster = Cluster.connect(target)
         if all_ or scope:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.kubernetes.cluster import ClusterTarget
+from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphans

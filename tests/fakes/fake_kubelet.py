@@ -146,6 +146,7 @@ class FakeKubelet:
         self._lock = threading.Lock()
         self._pods: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> {"containers": {name: Container}, "dir": Path}
         self._store: Any = None
+        self.execs: list[tuple[str, str, tuple[str, ...]]] = []  # (Pod, container, command) of every exec, for assertions
         self._closed = threading.Event()
         self._monitor = threading.Thread(target=self._monitor_loop, name="fake-kubelet", daemon=True)
 
@@ -247,7 +248,10 @@ class FakeKubelet:
 
     def open_exec(self, namespace: str, name: str, container: str, command: list[str]) -> _Exec | None:
         found = self._container(namespace, name, container)
-        return None if found is None else _Exec(self._engine, found.id, command)
+        if found is None:
+            return None
+        self.execs.append((name, container, tuple(command)))
+        return _Exec(self._engine, found.id, command)
 
     def logs(self, namespace: str, name: str, container: str, tail: int) -> str | None:
         found = self._container(namespace, name, container)

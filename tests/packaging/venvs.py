@@ -19,6 +19,7 @@ WHEEL_REQUIREMENTS = (
     "gymnasium==1.4.0",
     "grpcio==1.85.3",
     "docker>=7.1",
+    "kubernetes==37.0.2",
     "pydantic>=2.7",
     "pyyaml>=6",
     "rich>=13",

@@ -15,21 +15,13 @@ from kubernetes.stream import stream
 from kubernetes.stream.ws_client import WSClient
 
 from epg_sdk.outcomes import ContainerExit
+from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import MANAGED
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 log = logging.getLogger(__name__)
 
 API_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterTarget:
-    """Which cluster: a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), its context ("" the current one), a namespace."""
-
-    kubeconfig: str | None = None
-    context: str = ""
-    namespace: str = "default"
 
 
 @dataclass(slots=True)

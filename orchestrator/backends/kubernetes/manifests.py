@@ -35,6 +35,15 @@ _LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterTarget:
+    """Which cluster: a kubeconfig file (None: $KUBECONFIG or ~/.kube/config), its context ("" the current one), a namespace."""
+
+    kubeconfig: str | None = None
+    context: str = ""
+    namespace: str = "default"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PodImages:
     """Full image references (registry prefix applied) and the Benchmark's factory inside the environment image."""
 
