@@ -200,3 +200,18 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
         assert gc.returncode == 0, stderr
     assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope] == []
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
+
+
+def test_evaluate_with_backend_kubernetes_runs_on_the_cluster(tmp_path, fake_cluster, scope):
+    api, kubeconfig = fake_cluster
+    first = len(api.store.events)
+    process = _cli(["evaluate", str(REPO / "environments" / "cartpole" / "baseline"), "--benchmark", "cartpole", "-n", "2", "--seed", "4",
+                    "--backend", "kubernetes", "--namespace", NAMESPACE, "--concurrency", "2", "--pool-size", "2", "--json"],
+                   scope, kubeconfig, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    document = json.loads(stdout)
+    assert [e["status"] for e in document["episodes"]] == ["completed", "completed"]
+    pods = {obj["metadata"]["name"] for _, kind, kind_type, obj in api.store.events[first:] if kind == "Pod" and kind_type == "ADDED"}
+    assert sum(name.startswith("epg-ep-") for name in pods) >= 2 and sum(name.startswith("epg-ctl-") for name in pods) == 1
+    assert document["images"]["environment"]["id"].startswith("sha256:")  # as the cluster reported it

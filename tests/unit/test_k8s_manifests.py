@@ -22,6 +22,7 @@ from orchestrator.backends.kubernetes.manifests import (
     label_value,
 )
 from orchestrator.backends.labels import MANAGED, OWNER, LabelSet
+from orchestrator.images.registry import remote_reference
 
 LABELS = LabelSet(session="a1b2c3d4e5f6", owner="workstation.example:4242", scope="test-x").for_role("episode")
 IMAGES = PodImages(environment="registry.example:5000/epg/env-cartpole:abc", policy_runtime="registry.example:5000/epg/policy-runtime:def",
@@ -146,3 +147,8 @@ def test_labels_are_made_label_safe_and_selectors_match_them():
 def test_image_references_carry_the_registry_prefix():
     assert image_reference("registry.example:5000", "epg/env:1") == "registry.example:5000/epg/env:1"
     assert image_reference("", "epg/env:1") == "epg/env:1"
+
+
+def test_the_pods_name_the_images_where_images_push_puts_them():
+    for tag in ("epg/env-cartpole:0123abcd", "epg/policy-runtime:89ef"):
+        assert image_reference("registry.example:5000", tag) == remote_reference("registry.example:5000", tag)
