@@ -61,6 +61,29 @@ def make_policy(context):
     return Policy()
 """
 
+# Reports what an Episode Pod's policy container can see and touch, in its failure reason.
+PROBING = """
+import json, os
+
+def attempt(path):
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        return "written"
+    except OSError as exc:
+        return type(exc).__name__ + ":" + str(exc.errno)
+
+def make_policy(context):
+    class Policy:
+        def act(self, observation):
+            raise RuntimeError(json.dumps({
+                "uid": os.getuid(), "io": sorted(os.listdir("/epg/io")), "exchange": os.path.exists("/exchange"),
+                "program": attempt("/epg/program/x"), "root": attempt("/x"), "tmp": attempt("/tmp/x"),
+                "token": os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+            }))
+    return Policy()
+"""
+
 
 @pytest.fixture(scope="module")
 def fake_cluster(engine, tmp_path_factory):
@@ -102,6 +125,7 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     first = len(api.store.events)
     with k8s_sandbox() as sandbox:
         on_cluster = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
+        (probe,) = evaluate_program(sandbox, capture_program(write_program(PROBING)), split="train", seed=7, episodes=1).feedback.episodes
         session = sandbox.labels.session
         live = {(o["kind"], o["metadata"]["name"]) for o in api.store.all_objects() if session in o["metadata"]["name"]}
         assert ("NetworkPolicy", f"epg-deny-{session}") in live and ("Pod", f"epg-ctl-{session}") in live
@@ -114,9 +138,13 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     assert {o[2].value for o in crashing} == {"exception"} and {o[4] for o in crashing} == {2}
     assert {o[3] for o in exiting} == {"the policy process exited with status 3 before the Episode ended"}
     assert "hello from the policy" in on_cluster[0].feedback.episodes[0].output_tail
+    # The policy runs as 10001 and sees neither the runner's socket nor a writable Program, root or token.
+    seen = json.loads(probe.reason[probe.reason.index("{"):])
+    assert seen == {"uid": 10001, "io": [], "exchange": False, "program": "OSError:30", "root": "OSError:30", "tmp": "written",
+                    "token": False}
     # One fresh Pod per Episode: each Pod that got a Program got exactly one.
     uploads = [pod for pod, container, command in api.kubelet.execs if session in pod and UNPACK in command]
-    assert len(uploads) == 4 and len(set(uploads)) == 4
+    assert len(uploads) == 5 and len(set(uploads)) == 5
     # Every object the backend made: valid, hardened, labelled; none left after the sandbox closed.
     created = [obj for _, kind, kind_type, obj in api.store.events[first:] if kind_type == "ADDED"]
     assert {obj["kind"] for obj in created} == {"Pod", "NetworkPolicy"}
