@@ -47,7 +47,7 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.relay import ExecRelay, upload_program
 from orchestrator.backends.labels import LabelSet
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.sandbox import EXIT_WAIT_S, SandboxLimits, SandboxTuning
+from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 
 POD_RUNNING_S = 300.0  # image pulls on a fresh node take a while
 RUNNER_READY_S = 60.0
+# How long a dying policy container may take to show as terminated: a kubelet reports container deaths on its next
+# relist (about a second), then the API server's watch; the Docker engine's wait answers at once (3 s there).
+EXIT_WAIT_S = 10.0
 
 
 @dataclass(slots=True, kw_only=True)
