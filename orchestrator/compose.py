@@ -8,16 +8,30 @@ import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
 
 from orchestrator.backends.engine import DockerEngine, ReapReport
+from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, PodImages, image_reference, label_selector
 from orchestrator.backends.labels import OWNER, LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.records import provenance
 
+if TYPE_CHECKING:
+    from orchestrator.backends.kubernetes.cluster import Cluster, ClusterReapReport
+    from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
+
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubernetesOptions:
+    """Episodes on a cluster: which one, the registry its nodes pull from, the Pods' RuntimeClass."""
+
+    target: ClusterTarget = ClusterTarget()
+    registry_prefix: str = ""
+    runtime_class_name: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +46,7 @@ class SandboxOptions:
     # when set, the catalogue is not asked and only the policy runtime image is built if needed.
     environment_image: str = ""
     benchmark_entry: str = ""
+    kubernetes: KubernetesOptions | None = None  # None: the local Docker engine
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -61,8 +76,47 @@ def reap_orphans(engine: DockerEngine) -> ReapReport:
     return total
 
 
+def reap_cluster_orphans(cluster: Cluster) -> ClusterReapReport:
+    """Reap the cluster objects that orchestrator processes of this host left behind when they died."""
+    from orchestrator.backends.kubernetes.cluster import ClusterReapReport
+
+    total = ClusterReapReport()
+    for owner in cluster.label_values(label_selector(), OWNER):
+        host, _, pid = owner.rpartition("_")  # the owner label is host_pid (labels cannot hold ':')
+        if owner and owner_is_dead(f"{host}:{pid}"):
+            report = cluster.reap(label_selector(owner=owner))
+            total.pods += report.pods
+            total.network_policies += report.network_policies
+            total.errors += report.errors
+    return total
+
+
+def episode_sandbox(engine: DockerEngine, images: SandboxImages, limits: SandboxLimits, labels: LabelSet, tuning: SandboxTuning,
+                    kubernetes: KubernetesOptions | None,
+                    progress: Progress = lambda message: None) -> ContextManager[DockerSandbox | KubernetesSandbox]:
+    """The Episode sandbox of the chosen backend (not yet entered): the Docker engine's, or a cluster's when kubernetes is set.
+
+    Raises InfrastructureError when the cluster does not answer.
+    """
+    if kubernetes is None:
+        return DockerSandbox(engine, images, limits, labels, tuning=tuning)
+    # Imported here: the kubernetes client costs about a second of start-up that no Docker command should pay.
+    from orchestrator.backends.kubernetes.cluster import Cluster
+    from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
+
+    cluster = Cluster.connect(kubernetes.target)
+    reaped = reap_cluster_orphans(cluster)
+    if reaped.total:
+        progress(f"reaped {reaped.total} cluster objects of dead orchestrator processes")
+    pod_images = PodImages(environment=image_reference(kubernetes.registry_prefix, images.environment),
+                           policy_runtime=image_reference(kubernetes.registry_prefix, images.policy_runtime),
+                           benchmark_entry=images.benchmark_entry)
+    settings = ClusterSettings(namespace=kubernetes.target.namespace, runtime_class_name=kubernetes.runtime_class_name)
+    return KubernetesSandbox(cluster, pod_images, limits, labels, tuning=tuning, settings=settings)
+
+
 @contextmanager
-def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: None) -> Iterator[DockerSandbox]:
+def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: None) -> Iterator[DockerSandbox | KubernetesSandbox]:
     """Connect to the engine, make the images the benchmark needs, and yield a started sandbox.
 
     With options.environment_image the sandbox runs that image (benchmark_entry
@@ -84,11 +138,11 @@ def open_sandbox(options: SandboxOptions, progress: Progress = lambda message: N
         results = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
         images = SandboxImages(environment=results[package.image], policy_runtime=results["policy-runtime"], benchmark_entry=entry)
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
-    with DockerSandbox(engine, images, options.limits, labels, tuning=options.tuning) as sandbox:
+    with episode_sandbox(engine, images, options.limits, labels, options.tuning, options.kubernetes, progress) as sandbox:
         yield sandbox
 
 
-def sandbox_provenance(sandbox: DockerSandbox, package: EnvironmentPackage | None) -> dict[str, object]:
+def sandbox_provenance(sandbox: DockerSandbox | KubernetesSandbox, package: EnvironmentPackage | None) -> dict[str, object]:
     """The provenance fields of an evaluation on sandbox: software, images (tag and id), the Benchmark package."""
     ids = sandbox.image_ids()
     images = {

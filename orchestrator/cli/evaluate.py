@@ -12,10 +12,26 @@ from rich.table import Table
 
 from epg_sdk.planning import SPLITS
 from epg_sdk.runtime.episode_loop import EpisodeLimits
+from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, usage
-from orchestrator.cli.options import Base, Concurrency, Environments, Json, OutputDir, PoolSize, Runtime, Scope, environment_roots
-from orchestrator.compose import SandboxOptions, open_sandbox, sandbox_provenance
+from orchestrator.cli.options import (
+    Backend,
+    Base,
+    Concurrency,
+    Environments,
+    Json,
+    KubeContext,
+    KubeNamespace,
+    OutputDir,
+    PoolSize,
+    RegistryPrefix,
+    Runtime,
+    RuntimeClass,
+    Scope,
+    environment_roots,
+)
+from orchestrator.compose import KubernetesOptions, SandboxOptions, open_sandbox, sandbox_provenance
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.evaluation import Evaluation, evaluate_program
@@ -43,6 +59,11 @@ def evaluate(
     concurrency: Concurrency = 0,
     pool_size: PoolSize = 4,
     runtime: Runtime = "runc",
+    backend: Backend = "docker",
+    context: KubeContext = "",
+    namespace: KubeNamespace = "default",
+    registry_prefix: RegistryPrefix = "",
+    runtime_class: RuntimeClass = "",
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
@@ -71,7 +92,10 @@ def evaluate(
     except CatalogueError as exc:
         fail(str(exc))
     tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, episodes=episodes)
-    options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots)
+    kubernetes = (KubernetesOptions(target=ClusterTarget(context=context, namespace=namespace), registry_prefix=registry_prefix,
+                                    runtime_class_name=runtime_class) if backend == "kubernetes" else None)
+    options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots,
+                             kubernetes=kubernetes)
     started, clock = utc_now(), time.monotonic()
     try:
         evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json)

@@ -8,10 +8,11 @@ import typer
 from rich.table import Table
 
 from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.kubernetes.manifests import ClusterTarget, label_selector
 from orchestrator.backends.labels import selector
 from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json
-from orchestrator.cli.options import Environments, Json, environment_roots
-from orchestrator.compose import reap_orphans
+from orchestrator.cli.options import Backend, Environments, Json, KubeContext, KubeNamespace, environment_roots
+from orchestrator.compose import reap_cluster_orphans, reap_orphans
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 
@@ -19,13 +20,19 @@ from orchestrator.kernel.codes import InfrastructureError
 def gc(
     all_: Annotated[bool, typer.Option("--all", help="Also reap resources of orchestrator processes that are still running.")] = False,
     scope: Annotated[str, typer.Option("--scope", help="Only resources with this scope label.")] = "",
+    backend: Backend = "docker",
+    context: KubeContext = "",
+    namespace: KubeNamespace = "default",
     as_json: Json = False,
 ) -> None:
     """Reap leftover containers, networks and volumes by label (by default those of dead processes).
 
+    With --backend kubernetes: the Pods and NetworkPolicies of the namespace, by label selector.
     Exit status: 0 reaped (or nothing to reap), 3 the engine did not answer or refused a removal.
     """
     json_mode(as_json)
+    if backend == "kubernetes":
+        return _gc_cluster(ClusterTarget(context=context, namespace=namespace), all_, scope, as_json)
     try:
         engine = DockerEngine.connect()
         if all_ or scope:
@@ -40,6 +47,27 @@ def gc(
         out.print(f"reaped {report.containers} containers, {report.networks} networks, {report.volumes} volumes")
     if report.errors:
         if as_json:  # the JSON above holds the errors already
+            raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
+        fail("could not remove: " + "; ".join(report.errors), ExitCode.INFRASTRUCTURE)
+
+
+def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) -> None:
+    from orchestrator.backends.kubernetes.cluster import Cluster  # the client's import costs a second: only when asked for
+
+    try:
+        cluster = Cluster.connect(target)
+        if all_ or scope:
+            report = cluster.reap(label_selector(scope=scope) if scope else label_selector())
+        else:
+            report = reap_cluster_orphans(cluster)
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+    if as_json:
+        print_json({"pods": report.pods, "network_policies": report.network_policies, "errors": report.errors})
+    else:
+        out.print(f"reaped {report.pods} pods, {report.network_policies} network policies")
+    if report.errors:
+        if as_json:
             raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
         fail("could not remove: " + "; ".join(report.errors), ExitCode.INFRASTRUCTURE)
 

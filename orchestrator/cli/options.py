@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -50,3 +50,15 @@ Runtime = Annotated[
     ContainerRuntime,
     typer.Option("--runtime", help="OCI runtime of the policy containers: runc, or runsc (gVisor; scripts/ensure-docker.sh registers it)."),
 ]
+Backend = Annotated[
+    Literal["docker", "kubernetes"],
+    typer.Option("--backend", help="Where Episodes run: the local Docker engine, or the Kubernetes cluster of --context/--namespace."),
+]
+KubeContext = Annotated[
+    str, typer.Option("--context", help="kubeconfig context of --backend kubernetes ($KUBECONFIG or ~/.kube/config); empty: the current one."),
+]
+KubeNamespace = Annotated[str, typer.Option("--namespace", help="Namespace of --backend kubernetes.")]
+RegistryPrefix = Annotated[
+    str, typer.Option("--registry-prefix", help="Registry the cluster pulls the images from (HOST[:PORT], as `images push --registry`)."),
+]
+RuntimeClass = Annotated[str, typer.Option("--runtime-class", help="RuntimeClass of the Episode Pods (e.g. gvisor) with --backend kubernetes.")]

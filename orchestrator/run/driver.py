@@ -16,9 +16,10 @@ from typing import Any, Callable
 
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
-from orchestrator.compose import reap_orphans
+from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphans
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
@@ -94,6 +95,15 @@ def sandbox_limits(spec: RunSpec) -> SandboxLimits:
     )
 
 
+def kubernetes_options(spec: RunSpec) -> KubernetesOptions | None:
+    """The cluster of sandbox.backend kubernetes, or None for the Docker engine."""
+    if spec.sandbox.backend != "kubernetes":
+        return None
+    kube = spec.sandbox.kubernetes
+    return KubernetesOptions(target=ClusterTarget(context=kube.context, namespace=kube.namespace),
+                             registry_prefix=kube.registry_prefix, runtime_class_name=kube.runtime_class_name)
+
+
 class RunDriver:
     """Executes one Run. Not thread-safe: one driver per run directory."""
 
@@ -137,7 +147,8 @@ class RunDriver:
             records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
             tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
                                    runtime=self._spec.sandbox.runtime)
-            with DockerSandbox(engine, images, sandbox_limits(self._spec), labels, tuning=tuning) as sandbox:
+            with episode_sandbox(engine, images, sandbox_limits(self._spec), labels, tuning, kubernetes_options(self._spec),
+                                 lambda m: self._notify("note", {"message": m})) as sandbox:
                 benchmark = sandbox.describe()
                 pool = self._pool(sandbox)
                 state = SessionState.replay(budget_of(self._spec), records.events())

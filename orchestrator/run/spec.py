@@ -162,7 +162,25 @@ class LimitsSpec(_Strict):
     agent_workspace_files: int = Field(default=65536, ge=256, description="Files and directories the workspace may hold in all.")
 
 
+class KubernetesSpec(_Strict):
+    """Where the Episodes run when sandbox.backend is kubernetes (ARCHITECTURE.md, "Episodes on Kubernetes")."""
+
+    context: str = Field(default="", description="kubeconfig context ($KUBECONFIG or ~/.kube/config); empty: the current one.")
+    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+                           description="Namespace of the Episode Pods and their NetworkPolicy.")
+    registry_prefix: str = Field(
+        default="", pattern=r"^([A-Za-z0-9.-]+(:[0-9]{1,5})?)?$",
+        description="Registry the cluster pulls from (HOST[:PORT]; `images push --registry` puts the images there); "
+        "empty: the nodes already hold the local tags.",
+    )
+    runtime_class_name: str = Field(default="", description="RuntimeClass of the Episode Pods, e.g. gvisor; empty: the cluster's default.")
+
+
 class SandboxSpec(_Strict):
+    backend: Literal["docker", "kubernetes"] = Field(
+        default="docker", description="Where Episodes run: the local Docker engine, or a Kubernetes cluster (sandbox.kubernetes)."
+    )
+    kubernetes: KubernetesSpec = KubernetesSpec()
     concurrency: int = Field(default=0, ge=0, description="Episodes run at once; 0: one per CPU.")
     pool_size: int = Field(default=16, ge=0, description="Policy containers kept pre-started while the agent thinks (each used once).")
     prestart_memory_mib: int = Field(

@@ -21,6 +21,7 @@ WHEEL_REQUIREMENTS = (
     "httpx>=0.28",
     "matplotlib>=3.8",  # the orchestrator's runs report
     "docker>=7.1",
+    "kubernetes==37.0.2",
     "pydantic>=2.7",
     "pyyaml>=6",
     "rich>=13",

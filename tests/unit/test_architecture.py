@@ -274,6 +274,16 @@ RULES = [
         forbidden=("docker",),
     ),
     Rule(
+        "only the Kubernetes backend talks to Kubernetes",
+        outside("orchestrator/backends/kubernetes/"),
+        forbidden=("kubernetes",),
+    ),
+    Rule(
+        "the Kubernetes backend does not talk to Docker",
+        in_dir("orchestrator/backends/kubernetes/"),
+        forbidden=("docker", "orchestrator.backends.engine", "orchestrator.backends.container_spec"),
+    ),
+    Rule(
         "only the CLI uses typer and rich",
         outside("orchestrator/cli/"),
         forbidden=("typer", "rich"),
@@ -347,7 +357,7 @@ def test_kernel_imports_pull_in_no_heavy_or_framework_modules():
         "import orchestrator.kernel.session, orchestrator.kernel.selection\n"
         "import epg_sdk.outcomes, epg_sdk.planning  # the pure SDK modules the kernel may use\n"
         "assert 'epg_sdk.codes' in sys.modules\n"
-        "heavy = ['docker', 'grpc', 'google.protobuf', 'typer', 'rich', 'numpy', 'gymnasium', 'pydantic']\n"
+        "heavy = ['docker', 'grpc', 'google.protobuf', 'typer', 'rich', 'numpy', 'gymnasium', 'pydantic', 'kubernetes']\n"
         "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)

@@ -1,0 +1,1 @@
+"""The Kubernetes backend: Episodes as single-use Pods on a cluster, driven through the official client."""

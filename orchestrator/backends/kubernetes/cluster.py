@@ -1,0 +1,209 @@
+"""The connected cluster: every Pod and NetworkPolicy is created here, with labels; cleanup reaps by label selector."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.stream import stream
+from kubernetes.stream.ws_client import WSClient
+
+from epg_sdk.outcomes import ContainerExit
+from orchestrator.backends.kubernetes.manifests import ClusterTarget
+from orchestrator.backends.labels import MANAGED
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+
+log = logging.getLogger(__name__)
+
+API_TIMEOUT_S = 30.0
+
+
+@dataclass(slots=True)
+class ClusterReapReport:
+    pods: int = 0
+    network_policies: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.pods + self.network_policies
+
+
+def _api_error(message: str, exc: BaseException) -> InfrastructureError:
+    return InfrastructureError(InfraErrorCode.ENGINE_UNAVAILABLE, message, evidence=str(exc))
+
+
+class Cluster:
+    """One namespace of a cluster, through the official client. Methods raise InfrastructureError when the API server
+    refuses or does not answer (CONTAINER_FAILED for a refused object, ENGINE_UNAVAILABLE for no answer)."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self.api_client = api_client
+        self.namespace = namespace
+        self.core = client.CoreV1Api(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
+
+    @classmethod
+    def connect(cls, target: ClusterTarget) -> Cluster:
+        """Return the cluster of target once its API server answered a list of Pods in the namespace."""
+        try:
+            api_client = config.new_client_from_config(config_file=target.kubeconfig, context=target.context or None)
+        except (ConfigException, OSError, TypeError) as exc:
+            raise _api_error("no usable kubeconfig: set KUBECONFIG or sandbox.kubernetes.context", exc) from exc
+        cluster = cls(api_client, target.namespace)
+        try:
+            cluster.core.list_namespaced_pod(target.namespace, limit=1, _request_timeout=API_TIMEOUT_S)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error(f"the Kubernetes API server did not list Pods in namespace {target.namespace!r}", exc) from exc
+        return cluster
+
+    # objects -----------------------------------------------------------------
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        """Create a Pod or NetworkPolicy; every object must carry the managed label."""
+        if (manifest["metadata"].get("labels") or {}).get(MANAGED) != "true":
+            raise ValueError("every object the orchestrator creates must carry its labels")
+        try:
+            if manifest["kind"] == "Pod":
+                self.core.create_namespaced_pod(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
+            elif manifest["kind"] == "NetworkPolicy":
+                self.networking.create_namespaced_network_policy(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
+            else:
+                raise ValueError(f"the backend creates no {manifest['kind']}")
+        except ApiException as exc:
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"the API server refused {manifest['kind']} "
+                                      f"{manifest['metadata']['name']}", evidence=f"{exc.status} {exc.body}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error("the Kubernetes API server did not answer", exc) from exc
+
+    def pod(self, name: str) -> client.V1Pod | None:
+        try:
+            return self.core.read_namespaced_pod(name, self.namespace, _request_timeout=API_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise _api_error(f"cannot read Pod {name}", exc) from exc
+
+    def wait_running(self, name: str, timeout_s: float) -> client.V1Pod:
+        """Watch Pod name until all its containers run; raise CONTAINER_FAILED if it ends first or timeout_s passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"Pod {name} did not run within {timeout_s:.0f} s",
+                                          evidence=self._describe(name))
+            watcher = watch.Watch()
+            try:
+                for event in watcher.stream(self.core.list_namespaced_pod, self.namespace, field_selector=f"metadata.name={name}",
+                                            timeout_seconds=max(1, int(remaining)), _request_timeout=remaining + 5):
+                    pod = event["object"]
+                    if event["type"] == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
+                        raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"Pod {name} ended before it ran",
+                                                  evidence=self._describe(name))
+                    statuses = pod.status.container_statuses or []
+                    if pod.status.phase == "Running" and statuses and all(s.state.running for s in statuses):
+                        return pod
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+                raise _api_error(f"watching Pod {name} failed", exc) from exc
+            finally:
+                watcher.stop()
+
+    def _describe(self, name: str) -> str:
+        try:
+            pod = self.pod(name)
+        except InfrastructureError as exc:
+            return str(exc)
+        return "" if pod is None else str(pod.status)
+
+    def container_exit(self, name: str, container: str, wait_s: float) -> ContainerExit:
+        """Wait up to wait_s for container of Pod name to terminate; return its exit status and OOM flag."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            pod = self.pod(name)
+            state = None
+            for status in (pod.status.container_statuses or []) if pod else []:
+                if status.name == container:
+                    state = status.state.terminated
+            if state is not None:
+                return ContainerExit(exit_code=state.exit_code, oom_killed=state.reason == "OOMKilled")
+            if pod is None or time.monotonic() > deadline:
+                return ContainerExit(exit_code=None)
+            time.sleep(0.05)
+
+    def logs_tail(self, name: str, container: str, max_bytes: int) -> bytes:
+        try:
+            text = self.core.read_namespaced_pod_log(name, self.namespace, container=container, tail_lines=200,
+                                                     _request_timeout=API_TIMEOUT_S)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            return f"<logs unavailable: {exc}>".encode()
+        return text.encode("utf-8", "replace")[-max_bytes:]
+
+    def delete_pod(self, name: str) -> bool:
+        """Delete Pod name at once (grace 0); return False (and log why) when the API server refused."""
+        try:
+            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0, _request_timeout=API_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            log.warning("could not delete Pod %s: %s", name, exc.reason)
+            return False
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            log.warning("could not delete Pod %s: %s", name, exc)
+            return False
+        return True
+
+    def reap(self, selector: str) -> ClusterReapReport:
+        """Delete every Pod and NetworkPolicy of the namespace matching the label selector."""
+        report = ClusterReapReport()
+        try:
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S).items
+            policies = self.networking.list_namespaced_network_policy(self.namespace, label_selector=selector,
+                                                                      _request_timeout=API_TIMEOUT_S).items
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error("cannot list the labelled objects", exc) from exc
+        for pod in pods:
+            if self.delete_pod(pod.metadata.name):
+                report.pods += 1
+            else:
+                report.errors.append(f"pod {pod.metadata.name}")
+        for policy in policies:
+            try:
+                self.networking.delete_namespaced_network_policy(policy.metadata.name, self.namespace, _request_timeout=API_TIMEOUT_S)
+                report.network_policies += 1
+            except ApiException as exc:
+                if exc.status != 404:
+                    report.errors.append(f"networkpolicy {policy.metadata.name}: {exc.reason}")
+        return report
+
+    def label_values(self, selector: str, key: str) -> set[str]:
+        """The values of label key on the Pods and NetworkPolicies matching selector."""
+        try:
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S).items
+            policies = self.networking.list_namespaced_network_policy(self.namespace, label_selector=selector,
+                                                                      _request_timeout=API_TIMEOUT_S).items
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error("cannot list the labelled objects", exc) from exc
+        return {(item.metadata.labels or {}).get(key, "") for item in [*pods, *policies]}
+
+    # streams -------------------------------------------------------------------
+
+    def exec_stream(self, name: str, container: str, command: list[str]) -> WSClient:
+        """Open an exec stream (stdin, stdout, stderr; bytes) into container of Pod name running command.
+
+        `stream()` swaps the ApiClient's transport while it opens the stream, so
+        each stream gets its own ApiClient: concurrent calls never see the swap.
+        """
+        api_client = client.ApiClient(self.api_client.configuration)
+        try:
+            return stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, name, self.namespace, container=container,
+                          command=command, stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)
+        except (ApiException, OSError) as exc:
+            raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, f"cannot exec into Pod {name}", evidence=str(exc)) from exc
+        finally:
+            api_client.close()

@@ -1,0 +1,326 @@
+"""The Kubernetes Episode sandbox: one single-use Episode Pod per Episode, a control Pod, a deny-all NetworkPolicy.
+
+Implements the kernel's EpisodeSandbox as DockerSandbox does, with the same
+pre-starting pool and lane threads; results are stored by job index, so
+Feedback does not depend on placement or concurrency.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Callable, Sequence
+
+import grpc
+
+from epg.v1 import runner_pb2, runner_pb2_grpc
+from epg_sdk.codes import RunnerOutcome
+from epg_sdk.outcomes import ContainerExit, classify_episode
+from epg_sdk.planning import policy_seed
+from epg_sdk.protocol import values
+from epg_sdk.protocol.codes import OUTCOMES
+from orchestrator.backends.kubernetes.cluster import Cluster
+from orchestrator.backends.kubernetes.hardening import hardening_problems
+from orchestrator.backends.kubernetes.manifests import (
+    CONTROL_ROLE,
+    EPISODE_ROLE,
+    EXCHANGE_MOUNT,
+    POLICY_CONTAINER,
+    PROGRAM_MOUNT,
+    RUNNER_CONTAINER,
+    RUNNER_PROGRAM_MOUNT,
+    SLOT,
+    ClusterSettings,
+    PodImages,
+    PolicyResources,
+    control_pod,
+    deny_all_network_policy,
+    episode_pod,
+    label_selector,
+)
+from orchestrator.backends.kubernetes.relay import ExecRelay, upload_program
+from orchestrator.backends.labels import LabelSet
+from orchestrator.backends.pool import ContainerPool, Slot
+from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
+from orchestrator.protocol.records import outcome_to_proto_record
+
+log = logging.getLogger(__name__)
+
+POD_RUNNING_S = 300.0  # image pulls on a fresh node take a while
+RUNNER_READY_S = 60.0
+# How long a dying policy container may take to show as terminated: a kubelet reports container deaths on its next
+# relist (about a second), then the API server's watch; the Docker engine's wait answers at once (3 s there).
+EXIT_WAIT_S = 10.0
+
+
+@dataclass(slots=True, kw_only=True)
+class _PodLink:
+    """A Pod's runner as the Host reaches it: the local relay socket and a gRPC stub over it."""
+
+    pod: str
+    relay: ExecRelay
+    channel: grpc.Channel
+    stub: runner_pb2_grpc.EnvironmentRunnerStub
+
+    def close(self) -> None:
+        self.channel.close()
+        self.relay.close()
+
+
+class KubernetesSandbox:
+    """Implements the kernel's EpisodeSandbox on a Kubernetes namespace.
+
+    Use as a context manager: entering creates the session's NetworkPolicy and
+    control Pod and starts the pool of Episode Pods; leaving drains the pool
+    and deletes every object of this session by label, whatever happened.
+    Entering raises InfrastructureError: CONTAINER_FAILED when the API server
+    refuses an object or a Pod does not run, RUNNER_FAILED when a runner does
+    not answer. The lock guards the Pod counter only.
+    """
+
+    def __init__(self, cluster: Cluster, images: PodImages, limits: SandboxLimits = SandboxLimits(), labels: LabelSet | None = None,
+                 tuning: SandboxTuning = SandboxTuning(), settings: ClusterSettings | None = None, workdir: Path | None = None) -> None:
+        self._cluster = cluster
+        self._images = images
+        self._limits = limits
+        self._tuning = tuning
+        self._settings = settings or ClusterSettings(namespace=cluster.namespace)
+        self._labels = labels or LabelSet(session=secrets.token_hex(6), owner="")
+        self._root = Path(tempfile.mkdtemp(prefix="epg-k8s-", dir=workdir))
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._lanes = tuning.lanes()
+        self._control: _PodLink | None = None
+        self._pool: ContainerPool | None = None
+        self._image_ids: dict[str, str] = {"environment": "", "policy_runtime": ""}
+
+    @property
+    def labels(self) -> LabelSet:
+        return self._labels
+
+    @property
+    def images(self) -> PodImages:
+        return self._images
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    def image_ids(self) -> dict[str, str]:
+        """The image ids the cluster reported for the environment and policy-runtime images ("" until a Pod ran)."""
+        return dict(self._image_ids)
+
+    @property
+    def pool(self) -> ContainerPool:
+        assert self._pool is not None, "use KubernetesSandbox as a context manager"
+        return self._pool
+
+    # lifecycle ---------------------------------------------------------------
+
+    def __enter__(self) -> KubernetesSandbox:
+        try:
+            session = self._labels.session
+            self._cluster.create(deny_all_network_policy(name=f"epg-deny-{session}", labels=self._labels.for_role("network"),
+                                                         namespace=self._settings.namespace))
+            name = f"epg-ctl-{session}"
+            self._create_pod(control_pod(name=name, labels=self._labels.for_role(CONTROL_ROLE), images=self._images,
+                                         settings=self._settings))
+            self._control = self._link(name)
+            self._pool = ContainerPool(lanes=self._lanes, size=self._tuning.pool_size, starters=self._tuning.starters,
+                                       start_slot=self._start_slot, destroy=self._destroy_slot)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drain the pool, delete every object of this session by label, remove the relay directory."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        try:
+            report = self._cluster.reap(label_selector(session=self._labels.session))
+            for error in report.errors:
+                log.error("leaked after reaping: %s", error)
+        except InfrastructureError as exc:
+            log.error("could not reap the session's objects (`epg-orchestrate gc --backend kubernetes` will): %s", exc)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def _create_pod(self, manifest: dict[str, Any]) -> None:
+        problems = hardening_problems(manifest, runtime_class_name=self._settings.runtime_class_name)
+        if problems:  # a bug of ours: never create a Pod weaker than the Docker sandbox's containers
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "refusing an unhardened Pod", evidence="\n".join(problems))
+        self._cluster.create(manifest)
+        pod = self._cluster.wait_running(manifest["metadata"]["name"], POD_RUNNING_S)
+        for status in pod.status.container_statuses or []:
+            key = "environment" if status.name == RUNNER_CONTAINER else "policy_runtime"
+            self._image_ids[key] = status.image_id or self._image_ids[key]
+
+    def _link(self, pod: str) -> _PodLink:
+        """Open the relay to pod's runner and wait until the runner answers."""
+        relay = ExecRelay(self._cluster, pod, RUNNER_CONTAINER, f"{EXCHANGE_MOUNT}/runner.sock", self._root / f"{pod}.sock")
+        channel = grpc.insecure_channel(f"unix:{relay.path}")
+        link = _PodLink(pod=pod, relay=relay, channel=channel, stub=runner_pb2_grpc.EnvironmentRunnerStub(channel))
+        try:
+            grpc.channel_ready_future(channel).result(timeout=RUNNER_READY_S)
+        except grpc.FutureTimeoutError:
+            link.close()
+            logs = self._cluster.logs_tail(pod, RUNNER_CONTAINER, 16 * 1024).decode("utf-8", "replace")
+            raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, f"the environment runner of Pod {pod} did not answer in time",
+                                      evidence=f"--- runner log tail ---\n{logs}") from None
+        return link
+
+    def _call(self, link: _PodLink, method: str, request: object, timeout: float) -> Any:
+        try:
+            return getattr(link.stub, method)(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            logs = self._cluster.logs_tail(link.pod, RUNNER_CONTAINER, 16 * 1024).decode("utf-8", "replace")
+            raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, f"the environment runner failed in {method}: {exc.code().name}",
+                                      evidence=f"{exc.details() or ''}\n--- runner log tail ---\n{logs}") from None
+
+    def _control_link(self) -> _PodLink:
+        assert self._control is not None, "use KubernetesSandbox as a context manager"
+        return self._control
+
+    # EpisodeSandbox ----------------------------------------------------------
+
+    def describe(self) -> BenchmarkInfo:
+        d = self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30)
+        return BenchmarkInfo(
+            id=d.id, description=d.description, observation_space=values.decode(d.observation_space),
+            action_space=values.decode(d.action_space), horizon=d.horizon, primary_metric=d.primary_metric,
+            direction="minimize" if d.direction == runner_pb2.METRIC_DIRECTION_MINIMIZE else "maximize",
+            parameters=values.decode(d.parameters), failure_return=d.failure_return, readme=d.readme,
+        )
+
+    def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
+        response = self._call(self._control_link(), "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
+        return [PlannedEpisode(split=e.split, index=e.index, payload=e.payload, policy_seed=policy_seed(seed, e.split, e.index))
+                for e in response.episodes]
+
+    def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
+        request = runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
+        response = self._call(self._control_link(), "BuildFeedback", request, 120)
+        return EvaluationFeedback(score=response.score, values=values.decode(response.values) or {},
+                                  artifacts={a.name: a.data for a in response.artifacts}, episodes=tuple(outcomes))
+
+    def run_episodes(self, jobs: Sequence[EpisodeJob],
+                     on_episode: Callable[[EpisodeOutcome], None] | None = None) -> list[EpisodeOutcome]:
+        """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
+        results: list[EpisodeOutcome | None] = [None] * len(jobs)
+        cursor = iter(range(len(jobs)))
+        cursor_lock = threading.Lock()
+        failure: list[BaseException] = []
+
+        def lane_worker(lane: int) -> None:
+            while not failure:
+                with cursor_lock:
+                    index = next(cursor, None)
+                if index is None:
+                    return
+                try:
+                    results[index] = self._run_in_pod(lane, jobs[index])
+                except BaseException as exc:
+                    failure.append(exc)
+                    return
+                if on_episode is not None:
+                    on_episode(results[index])
+
+        self.pool.begin_batch(len(jobs))
+        try:
+            threads = [threading.Thread(target=lane_worker, args=(lane,), name=f"epg-k8s-lane-{lane}")
+                       for lane in range(max(1, min(self._lanes, len(jobs))))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            self.pool.end_batch()
+        if failure:
+            raise failure[0]
+        return [outcome for outcome in results if outcome is not None]
+
+    # one Episode in one Pod ------------------------------------------------------
+
+    def _run_in_pod(self, lane: int, job: EpisodeJob) -> EpisodeOutcome:
+        slot = self.pool.take(lane)
+        link: _PodLink = slot.container
+        episode, limits = job.episode, self._limits.episode
+        outcome: RunnerOutcome | None = None
+        try:
+            upload_program(self._cluster, link.pod, RUNNER_CONTAINER, RUNNER_PROGRAM_MOUNT, job.program)
+            request = runner_pb2.RunEpisodeRequest(
+                slot=SLOT, episode=runner_pb2.EpisodeSpec(split=episode.split, index=episode.index, payload=episode.payload),
+                policy_seed=episode.policy_seed, limits=limits.to_proto(), program_dir=PROGRAM_MOUNT,
+            )
+            budget = limits.startup_deadline_s * 2 + limits.episode_deadline_s + 60
+            record = self._call(link, "RunEpisode", request, budget)
+            outcome = OUTCOMES[record.outcome]
+            if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
+                raise InfrastructureError(
+                    InfraErrorCode.ENVIRONMENT_ERROR,
+                    f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
+                    evidence=record.traceback,
+                )
+            tail = record.output_tail
+            exit_status: ContainerExit | None = None
+            if outcome is not RunnerOutcome.COMPLETED:
+                # A dying policy is waited for (how did it end?); one still running is deleted with its Pod below.
+                wait = EXIT_WAIT_S if outcome is RunnerOutcome.POLICY_DISCONNECTED else 0.0
+                exit_status = self._cluster.container_exit(link.pod, POLICY_CONTAINER, wait)
+                if not tail:
+                    tail = self._cluster.logs_tail(link.pod, POLICY_CONTAINER, limits.output_tail_bytes)
+            verdict = classify_episode(outcome, record.message, exit_status)
+            return EpisodeOutcome(
+                index=episode.index, split=episode.split, status=verdict.status, failure=verdict.failure, reason=verdict.reason,
+                steps=record.steps, reward=record.total_reward, terminated=record.terminated, truncated=record.truncated,
+                policy_seconds=record.policy_seconds, environment_seconds=record.environment_seconds,
+                loop_seconds=record.loop_seconds, output_tail=tail.decode("utf-8", "replace"), traceback=record.traceback,
+                summary=values.decode(record.summary) or {}, artifacts={a.name: a.data for a in record.artifacts},
+            )
+        finally:
+            if outcome is not RunnerOutcome.COMPLETED:
+                self._cluster.delete_pod(link.pod)  # a misbehaving policy may still be burning CPU
+            self.pool.discard(slot)
+
+    # slots ---------------------------------------------------------------------
+
+    def _start_slot(self, lane: int) -> Slot:
+        """Create an Episode Pod, wait until it runs and its runner answers, prepare its slot (called by the pool)."""
+        with self._lock:
+            self._counter += 1
+            name = f"epg-ep-{self._labels.session}-{self._counter:06d}-{secrets.token_hex(2)}"
+        limits = self._limits
+        policy = PolicyResources(memory_bytes=limits.memory_bytes, cpu_millis=max(1, int(limits.cpus * 1000)),
+                                 tmp_bytes=limits.tmpfs_bytes, shm_bytes=limits.shm_bytes)
+        slot = Slot(lane=lane, name=name, io_dir=None, program_dir=None)
+        try:
+            self._create_pod(episode_pod(name=name, labels=self._labels.for_role(EPISODE_ROLE), images=self._images, policy=policy,
+                                         settings=self._settings))
+            slot.container = self._link(name)
+            self._call(slot.container, "PrepareSlot", runner_pb2.PrepareSlotRequest(slot=SLOT), 30)
+        except BaseException:
+            self._destroy_slot(slot)
+            raise
+        return slot
+
+    def _destroy_slot(self, slot: Slot) -> None:
+        if slot.container is not None:
+            slot.container.close()
+        if not self._cluster.delete_pod(slot.name):
+            log.error("Episode Pod %s could not be deleted; `epg-orchestrate gc --backend kubernetes` will reap it", slot.name)

@@ -1,0 +1,245 @@
+"""The Kubernetes backend end to end on the fake cluster (tests/fakes): the real `kubernetes` client, Pods run as Docker containers.
+
+Whole Episodes, a Run and a killed Run's cleanup go through the backend; the
+outcomes are compared with the Docker sandbox's for the same Program, seed and Episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import kubernetes_validate
+import pytest
+import yaml
+from k8s_fixtures import load_fake
+
+from orchestrator.backends.kubernetes.cluster import Cluster
+from orchestrator.backends.kubernetes.hardening import hardening_problems
+from orchestrator.backends.kubernetes.manifests import SUPPORTED_VERSIONS, ClusterSettings, ClusterTarget, PodImages
+from orchestrator.backends.kubernetes.relay import UNPACK
+from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
+from orchestrator.backends.labels import SCOPE, LabelSet, owner_id, selector
+from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.images.catalogue import resolve_benchmark
+from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.program import capture_program
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "epg-test"
+
+CRASHING = """
+class Policy:
+    def __init__(self):
+        self.steps = 0
+    def act(self, observation):
+        self.steps += 1
+        if self.steps == 3:
+            raise RuntimeError("deliberate failure at step 3")
+        return 0
+
+def make_policy(context):
+    print("hello from the policy")
+    return Policy()
+"""
+
+EXITING = """
+import os
+
+def make_policy(context):
+    class Policy:
+        def act(self, observation):
+            os._exit(3)
+    return Policy()
+"""
+
+# Reports what an Episode Pod's policy container can see and touch, in its failure reason.
+PROBING = """
+import json, os
+
+def attempt(path):
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        return "written"
+    except OSError as exc:
+        return type(exc).__name__ + ":" + str(exc.errno)
+
+def make_policy(context):
+    class Policy:
+        def act(self, observation):
+            raise RuntimeError(json.dumps({
+                "uid": os.getuid(), "io": sorted(os.listdir("/epg/io")), "exchange": os.path.exists("/exchange"),
+                "program": attempt("/epg/program/x"), "root": attempt("/x"), "tmp": attempt("/tmp/x"),
+                "token": os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+            }))
+    return Policy()
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_cluster(engine, tmp_path_factory):
+    """The fake API server and its kubelet; yields (api, kubeconfig path). Nothing labelled may be left at the end."""
+    api = load_fake("fake_kube_api").FakeKubeApi(load_fake("fake_kubelet").FakeKubelet(engine))
+    kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config", NAMESPACE)
+    try:
+        yield api, kubeconfig
+        assert api.store.all_objects() == []
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def k8s_sandbox(fake_cluster, images, builder, scope):
+    """A factory: k8s_sandbox(tuning) -> a started KubernetesSandbox on the fake cluster."""
+    _, kubeconfig = fake_cluster
+
+    @contextmanager
+    def factory(tuning: SandboxTuning = SandboxTuning(concurrency=2, pool_size=2)) -> Iterator[KubernetesSandbox]:
+        package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
+        cluster = Cluster.connect(ClusterTarget(kubeconfig=str(kubeconfig), namespace=NAMESPACE))
+        pod_images = PodImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
+        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+        with KubernetesSandbox(cluster, pod_images, labels=labels, tuning=tuning, settings=ClusterSettings(namespace=NAMESPACE)) as sandbox:
+            yield sandbox
+
+    return factory
+
+
+def _outcomes(feedback) -> list[tuple]:
+    return [(e.index, e.status, e.failure, e.reason, e.steps, e.reward, e.terminated, e.truncated) for e in feedback.episodes]
+
+
+def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hardened_pods(k8s_sandbox, open_sandbox, write_program,
+                                                                                           fake_cluster, scope):
+    api, _ = fake_cluster
+    programs = [capture_program(write_program(source)) for source in (CRASHING, EXITING)]
+    first = len(api.store.events)
+    with k8s_sandbox() as sandbox:
+        on_cluster = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
+        (probe,) = evaluate_program(sandbox, capture_program(write_program(PROBING)), split="train", seed=7, episodes=1).feedback.episodes
+        session = sandbox.labels.session
+        live = {(o["kind"], o["metadata"]["name"]) for o in api.store.all_objects() if session in o["metadata"]["name"]}
+        assert ("NetworkPolicy", f"epg-deny-{session}") in live and ("Pod", f"epg-ctl-{session}") in live
+    with open_sandbox(tuning=SandboxTuning(concurrency=1, pool_size=2)) as sandbox:  # another concurrency, the same results
+        on_docker = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
+    for cluster_run, docker_run in zip(on_cluster, on_docker, strict=True):
+        assert _outcomes(cluster_run.feedback) == _outcomes(docker_run.feedback)
+        assert cluster_run.feedback.score == docker_run.feedback.score
+    crashing, exiting = (_outcomes(e.feedback) for e in on_cluster)
+    assert {o[2].value for o in crashing} == {"exception"} and {o[4] for o in crashing} == {2}
+    assert {o[3] for o in exiting} == {"the policy process exited with status 3 before the Episode ended"}
+    assert "hello from the policy" in on_cluster[0].feedback.episodes[0].output_tail
+    # The policy runs as 10001 and sees neither the runner's socket nor a writable Program, root or token.
+    seen = json.loads(probe.reason[probe.reason.index("{"):])
+    assert seen == {"uid": 10001, "io": [], "exchange": False, "program": "OSError:30", "root": "OSError:30", "tmp": "written",
+                    "token": False}
+    # One fresh Pod per Episode: each Pod that got a Program got exactly one.
+    uploads = [pod for pod, container, command in api.kubelet.execs if session in pod and UNPACK in command]
+    assert len(uploads) == 5 and len(set(uploads)) == 5
+    # Every object the backend made: valid, hardened, labelled; none left after the sandbox closed.
+    created = [obj for _, kind, kind_type, obj in api.store.events[first:] if kind_type == "ADDED"]
+    assert {obj["kind"] for obj in created} == {"Pod", "NetworkPolicy"}
+    for obj in created:
+        body = {key: value for key, value in obj.items() if key != "status"}
+        body["metadata"] = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels")}
+        assert kubernetes_validate.validate(body, desired_version=SUPPORTED_VERSIONS[-1], strict=True)
+        assert obj["metadata"]["labels"][SCOPE] == scope
+        if obj["kind"] == "Pod":
+            assert hardening_problems(obj) == []
+    assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get("org.evopolicygym.session") == session] == []
+
+
+def _spec(path: Path, backend: str, kubeconfig: Path | None = None) -> Path:
+    spec = {
+        "benchmark": "CartPole-v1",
+        "agent": {"kind": "scripted", "steps": [{"program": str(REPO / "environments" / "cartpole" / "baseline"), "episodes": "0:2"}],
+                  "finish": "all"},
+        "budget": {"episodes": 2, "max_submissions": 1, "pool_size": 2},
+        "validation": {"episodes": 1, "max_candidates": 1},
+        "assessment": {"episodes": 1, "include_initial_program": False},
+        "seed": 5,
+        "seed_key_file": "seed.key",
+        "sandbox": {"backend": backend, "concurrency": 2, "pool_size": 2, "prestart_memory_mib": 0,
+                    "kubernetes": {"namespace": NAMESPACE}},
+    }
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _without_timings(document):
+    """document without the measured *_seconds fields, which differ from run to run."""
+    if isinstance(document, dict):
+        return {k: _without_timings(v) for k, v in document.items() if not k.endswith("_seconds")}
+    if isinstance(document, list):
+        return [_without_timings(v) for v in document]
+    return document
+
+
+def _cli(args: list[str], scope: str, kubeconfig: Path, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=REPO, text=True,
+                            env={**os.environ, "EPG_SCOPE": scope, "KUBECONFIG": str(kubeconfig)}, **popen)
+
+
+def test_a_run_on_kubernetes_gives_the_same_feedback_as_on_docker(tmp_path, fake_cluster, scope):
+    _, kubeconfig = fake_cluster
+    (tmp_path / "seed.key").write_text(secrets.token_hex(32))
+    results = {}
+    for backend in ("docker", "kubernetes"):
+        run_dir = tmp_path / backend
+        process = _cli(["run", str(_spec(tmp_path / f"{backend}.yaml", backend)), "-o", str(run_dir), "--json"], scope, kubeconfig,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr
+        manifest = json.loads(stdout)
+        feedback = _without_timings(json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())["feedback"])
+        assessment = json.loads((run_dir / "assessment.json").read_text())
+        results[backend] = (feedback, assessment["score"], [e["reward"] for e in assessment["episodes"]], manifest["terminal_reason"])
+    assert results["kubernetes"] == results["docker"]
+    assert results["docker"][3] == "finished" and len(results["docker"][0]["episodes"]) == 2
+
+
+def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster, engine, scope):
+    api, kubeconfig = fake_cluster
+    (tmp_path / "seed.key").write_text(secrets.token_hex(32))
+    spec = _spec(tmp_path / "spec.yaml", "kubernetes")
+    process = _cli(["run", str(spec), "-o", str(tmp_path / "run")], scope, kubeconfig,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(o["metadata"]["name"].startswith("epg-ep-") for o in api.store.all_objects()):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    labelled = [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope]
+    assert {o["kind"] for o in labelled} == {"Pod", "NetworkPolicy"}, "the killed Run left its objects"
+
+    for backend in ("kubernetes", "docker"):  # the cluster's Pods, then the Run's local agent container
+        gc = _cli(["gc", "--backend", backend, "--namespace", NAMESPACE, "--json"], scope, kubeconfig,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout, stderr = gc.communicate(timeout=120)
+        assert gc.returncode == 0, stderr
+    assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope] == []
+    assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
+
+
+def test_evaluate_with_backend_kubernetes_runs_on_the_cluster(tmp_path, fake_cluster, scope):
+    api, kubeconfig = fake_cluster
+    first = len(api.store.events)
+    process = _cli(["evaluate", str(REPO / "environments" / "cartpole" / "baseline"), "--benchmark", "cartpole", "-n", "2", "--seed", "4",
+                    "--backend", "kubernetes", "--namespace", NAMESPACE, "--concurrency", "2", "--pool-size", "2", "--json"],
+                   scope, kubeconfig, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    document = json.loads(stdout)
+    assert [e["status"] for e in document["episodes"]] == ["completed", "completed"]
+    pods = {obj["metadata"]["name"] for _, kind, kind_type, obj in api.store.events[first:] if kind == "Pod" and kind_type == "ADDED"}
+    assert sum(name.startswith("epg-ep-") for name in pods) >= 2 and sum(name.startswith("epg-ctl-") for name in pods) == 1
+    assert document["images"]["environment"]["id"].startswith("sha256:")  # as the cluster reported it

@@ -1,0 +1,270 @@
+"""The fake API server's kubelet, for tests only: each container of a Pod runs as a local Docker container.
+
+The translation is the hardened Docker spec (orchestrator.backends.container_spec
+through DockerEngine.start): the Pod's securityContext user, its read-only root,
+memory and CPU limits, memory emptyDirs as tmpfs (/dev/shm as the shm size),
+disk emptyDirs as bind mounts of one host directory per volume (0777, as a
+kubelet makes them), readOnly mounts read-only. Every container gets no
+network at all, which is stricter than a Pod under a deny-all NetworkPolicy
+(its containers share the Pod's loopback; ours do not, and nothing of ours
+listens on TCP). runtimeClassName "gvisor" maps to runsc. A monitor thread turns
+Docker states into containerStatuses. Nothing here is a product feature.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from orchestrator.backends.container_spec import BindMount, ContainerSpec
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.labels import MANAGED
+
+log = logging.getLogger(__name__)
+
+RUNTIME_CLASSES = {"gvisor": "runsc", "runc": "runc"}
+
+
+def _bytes(quantity: str) -> int:
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    return int(quantity)
+
+
+def _nano_cpus(quantity: str) -> int:
+    return int(quantity[:-1]) * 1_000_000 if quantity.endswith("m") else int(float(quantity) * 1e9)
+
+
+def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: dict[str, Path], pids_limit: int) -> ContainerSpec:
+    """The hardened Docker spec of one container of pod (pure apart from the volume directories given)."""
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    context = container.get("securityContext") or {}
+    tmpfs: dict[str, str] = {}
+    mounts: list[BindMount] = []
+    shm = 64 * 1024 * 1024
+    for mount in sorted(container.get("volumeMounts", []), key=lambda m: m["mountPath"].count("/")):
+        empty = volumes[mount["name"]].get("emptyDir", {})
+        if empty.get("medium") == "Memory":
+            size = _bytes(empty.get("sizeLimit", "64Mi"))
+            if mount["mountPath"] == "/dev/shm":
+                shm = size
+            else:
+                tmpfs[mount["mountPath"]] = f"rw,nosuid,nodev,size={size}"
+        else:
+            mounts.append(BindMount(source=str(volume_dirs[mount["name"]]), target=mount["mountPath"],
+                                    read_only=bool(mount.get("readOnly"))))
+    limits = container["resources"]["limits"]
+    return ContainerSpec(
+        image=container["image"],
+        command=tuple(container["command"]),
+        labels={**pod["metadata"]["labels"], MANAGED: "true"},
+        user=f"{context['runAsUser']}:{context.get('runAsGroup', context['runAsUser'])}",
+        read_only_root=bool(context.get("readOnlyRootFilesystem")),
+        tmpfs=tmpfs,
+        shm_bytes=shm,
+        mounts=tuple(mounts),
+        memory_bytes=_bytes(limits["memory"]),
+        nano_cpus=_nano_cpus(limits["cpu"]),
+        pids_limit=pids_limit,
+        environment={e["name"]: e["value"] for e in container.get("env", [])},
+        working_dir=container.get("workingDir", "/"),
+        name=f"fake-{pod['metadata']['name']}-{container['name']}",
+        hostname=container["name"],
+        runtime=RUNTIME_CLASSES[pod["spec"].get("runtimeClassName", "runc")],
+    )
+
+
+class _Exec:
+    """One `docker exec` with stdin attached: output() yields (channel, bytes) until the process ends."""
+
+    def __init__(self, engine: DockerEngine, container_id: str, command: list[str]) -> None:
+        self._api = engine.client.api
+        self._id = self._api.exec_create(container_id, command, stdin=True, stdout=True, stderr=True)["Id"]
+        raw = self._api.exec_start(self._id, socket=True)
+        self._sock: socket.socket = getattr(raw, "_sock", raw)
+
+    def write_stdin(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def close_stdin(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _read(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self._sock.recv(n)
+            if not chunk:
+                return b""
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def output(self) -> Iterator[tuple[int, bytes]]:
+        while True:
+            header = self._read(8)
+            if len(header) < 8:
+                return
+            stream, size = header[0], struct.unpack(">I", header[4:])[0]
+            data = self._read(size)
+            if data:
+                yield (1 if stream == 1 else 2), data
+
+    def exit_code(self) -> int:
+        for _ in range(100):
+            info = self._api.exec_inspect(self._id)
+            if not info.get("Running"):
+                return info.get("ExitCode") or 0
+            time.sleep(0.02)
+        return -1
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class FakeKubelet:
+    """Runs Pods as Docker containers; pids_limit stands for the kubelet's podPidsLimit."""
+
+    def __init__(self, engine: DockerEngine, pids_limit: int = 64) -> None:
+        self._engine = engine
+        self._pids = pids_limit
+        self._root = Path(tempfile.mkdtemp(prefix="fake-kubelet-"))
+        self._lock = threading.Lock()
+        self._pods: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> {"containers": {name: Container}, "dir": Path}
+        self._store: Any = None
+        self.execs: list[tuple[str, str, tuple[str, ...]]] = []  # (Pod, container, command) of every exec, for assertions
+        self._closed = threading.Event()
+        self._monitor = threading.Thread(target=self._monitor_loop, name="fake-kubelet", daemon=True)
+
+    def attach(self, store: Any) -> None:
+        self._store = store
+        self._monitor.start()
+
+    # Pods ------------------------------------------------------------------------
+
+    def create_pod(self, pod: dict[str, Any]) -> None:
+        threading.Thread(target=self._start_pod, args=(pod,), daemon=True).start()
+
+    def _start_pod(self, pod: dict[str, Any]) -> None:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        directory = self._root / f"{namespace}-{name}"
+        record: dict[str, Any] = {"containers": {}, "dir": directory, "images": {}}
+        with self._lock:
+            self._pods[(namespace, name)] = record
+        volume_dirs = {}
+        for volume in pod["spec"].get("volumes", []):
+            path = directory / volume["name"]
+            path.mkdir(parents=True)
+            path.chmod(0o777)
+            volume_dirs[volume["name"]] = path
+        try:
+            for container in pod["spec"]["containers"]:
+                spec = container_spec(pod, container, volume_dirs, self._pids)
+                with self._lock:
+                    if record.get("deleted"):
+                        return
+                started = self._engine.start(spec)
+                with self._lock:
+                    record["containers"][container["name"]] = started
+                    record["images"][container["name"]] = started.attrs.get("Image", "")
+                    if record.get("deleted"):
+                        break
+        except Exception as exc:  # the fake reports what a kubelet would: the Pod failed
+            log.warning("fake kubelet could not start %s: %s", name, exc)
+            self._store.update("Pod", namespace, name, lambda p, m=str(exc): p["status"].update(phase="Failed", message=m))
+
+    def delete_pod(self, pod: dict[str, Any]) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        with self._lock:
+            record = self._pods.pop(key, None)
+            if record is None:
+                return
+            record["deleted"] = True
+            containers = list(record["containers"].values())
+        for container in containers:
+            self._engine.remove(container)
+        shutil.rmtree(record["dir"], ignore_errors=True)
+
+    # status ------------------------------------------------------------------------
+
+    def _monitor_loop(self) -> None:
+        while not self._closed.wait(0.1):
+            with self._lock:
+                pods = [(key, dict(record["containers"]), dict(record["images"])) for key, record in self._pods.items()]
+            for (namespace, name), containers, images in pods:
+                pod = self._store.get("Pod", namespace, name)
+                if pod is None or len(containers) < len(pod["spec"]["containers"]):
+                    continue
+                statuses = [self._status_of(c["name"], c["image"], containers[c["name"]], images[c["name"]])
+                            for c in pod["spec"]["containers"]]
+                phase = self._phase(statuses)
+                if statuses != pod["status"].get("containerStatuses") or phase != pod["status"].get("phase"):
+                    self._store.update("Pod", namespace, name,
+                                       lambda p, s=statuses, ph=phase: p["status"].update(phase=ph, containerStatuses=s))
+
+    def _status_of(self, name: str, image: str, container: Any, image_id: str) -> dict[str, Any]:
+        try:
+            container.reload()
+            state = container.attrs["State"]
+        except Exception:  # removed under our feet: the Pod is being deleted
+            state = {"Running": False, "ExitCode": 137, "OOMKilled": False}
+        status: dict[str, Any] = {"name": name, "image": image, "imageID": image_id, "containerID": f"docker://{container.id}",
+                                  "restartCount": 0, "ready": bool(state.get("Running"))}
+        if state.get("Running"):
+            status["state"] = {"running": {"startedAt": state.get("StartedAt", "")[:19] + "Z"}}
+        else:
+            code = state.get("ExitCode", 0)
+            reason = "OOMKilled" if state.get("OOMKilled") else ("Completed" if code == 0 else "Error")
+            status["state"] = {"terminated": {"exitCode": code, "reason": reason}}
+        return status
+
+    @staticmethod
+    def _phase(statuses: list[dict[str, Any]]) -> str:
+        terminated = [s["state"]["terminated"] for s in statuses if "terminated" in s["state"]]
+        if len(terminated) < len(statuses):
+            return "Running"
+        return "Succeeded" if all(t["exitCode"] == 0 for t in terminated) else "Failed"
+
+    # streams -------------------------------------------------------------------------
+
+    def _container(self, namespace: str, name: str, container: str) -> Any:
+        with self._lock:
+            record = self._pods.get((namespace, name))
+            return None if record is None else record["containers"].get(container)
+
+    def open_exec(self, namespace: str, name: str, container: str, command: list[str]) -> _Exec | None:
+        found = self._container(namespace, name, container)
+        if found is None:
+            return None
+        self.execs.append((name, container, tuple(command)))
+        return _Exec(self._engine, found.id, command)
+
+    def logs(self, namespace: str, name: str, container: str, tail: int) -> str | None:
+        found = self._container(namespace, name, container)
+        if found is None:
+            return None
+        return found.logs(stdout=True, stderr=True, tail=tail).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            pods = list(self._pods.values())
+            self._pods.clear()
+        for record in pods:
+            for container in record["containers"].values():
+                self._engine.remove(container)
+        shutil.rmtree(self._root, ignore_errors=True)
