@@ -34,6 +34,14 @@ class HillClimbAgent(_Strict):
     candidates: int = Field(default=3, ge=1, description="How many of its best Submissions it hands back.")
 
 
+class RandomAgent(_Strict):
+    kind: Literal["random"]
+    episodes_per_submission: int = Field(
+        default=1, ge=1,
+        description="Pool indices 0..K-1 its Submission is scored on (the tables report the Assessment, not this score).",
+    )
+
+
 class CommandAgent(_Strict):
     kind: Literal["command"]
     image: str = Field(description="Agent image (must provide epg-session or speak the Host API); 'agent-base' is the built one.")
@@ -63,9 +71,9 @@ class RelaySpec(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
 
 
-_AGENT_KINDS = {"scripted", "hill-climb", "command", "codex", "claude-code"}
+_AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code"}
 AgentSpec = Annotated[
-    Union[ScriptedAgent, HillClimbAgent, CommandAgent, CodexAgent, ClaudeCodeAgent], Field(discriminator="kind")
+    Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent], Field(discriminator="kind")
 ]
 
 
