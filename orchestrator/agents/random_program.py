@@ -5,8 +5,9 @@ its baseline) into the agent's read-only plan directory; this agent, inside the
 agent container like any other, puts it into program/, submits it through the
 Host API and finishes with it. Its score on the train pool is not what a table
 reports: the Host validates and assesses it like any candidate. Under
-`finish: require_exhaustion` it submits the same Program again until the
-budget is spent. A restarted agent counts the Submissions already completed.
+`finish: require_exhaustion` it spends the whole budget on that Program in as
+few Submissions as the budget allows. A restarted agent counts
+the Submissions already completed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if completed and status["finish_policy"] != "require_exhaustion":
             break
-        count = next_count(status, args.episodes_per_submission)
+        exhaust = status["finish_policy"] == "require_exhaustion"
+        count = next_count(status, int(status["episodes_left"]) if exhaust else args.episodes_per_submission)
         if count == 0:
             break
         try:

@@ -38,7 +38,8 @@ class RandomAgent(_Strict):
     kind: Literal["random"]
     episodes_per_submission: int = Field(
         default=1, ge=1,
-        description="Pool indices 0..K-1 its Submission is scored on (the tables report the Assessment, not this score).",
+        description="Pool indices 0..K-1 its one Submission is scored on (the tables report the Assessment, not this "
+        "score); under finish: require_exhaustion it spends the whole budget instead, in as few Submissions as it allows.",
     )
 
 
