@@ -19,6 +19,7 @@ WHEEL_REQUIREMENTS = (
     "gymnasium==1.4.0",
     "grpcio==1.85.3",
     "docker>=7.1",
+    "matplotlib>=3.8",
     "pydantic>=2.7",
     "pyyaml>=6",
     "rich>=13",
