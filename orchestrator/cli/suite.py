@@ -17,7 +17,7 @@ from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records.schema import RecordError
 from orchestrator.run.preflight import preflight
-from orchestrator.suite.directory import SuiteDirectory
+from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.ranking import Standing
 from orchestrator.suite.report import SuiteReport, build_report
 from orchestrator.suite.runner import RunnerOptions, RunOutcome, SuiteRunner
@@ -63,7 +63,7 @@ def run(
     try:
         with reporter:
             outcomes = SuiteRunner(directory, options, reporter.notify).execute()
-    except RecordError as exc:
+    except (RecordError, SuiteBusy) as exc:
         fail(str(exc))
     report = build_report(directory.root)
     if as_json:

@@ -8,15 +8,17 @@ Layout (relative to the suite directory):
     runs/NAME/          the run directory `epg-orchestrate run specs/NAME.yaml -o runs/NAME` makes
     logs/NAME.log       the Run's progress (stderr of every invocation, appended); NAME.json its last --json output
     events.jsonl        append-only, fsynced: each invocation of a Run and how it ended
+    lock                locked (flock) by the one process running the suite
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from orchestrator.records import schema as record_schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
@@ -26,6 +28,10 @@ from orchestrator.suite.spec import PlannedRun, spec_yaml
 
 SUITE = "epg.suite/1"  # suite.json
 SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's events.jsonl
+
+
+class SuiteBusy(Exception):
+    """Another process holds the suite's lock: it is running the suite now."""
 
 
 class SuiteDirectory:
@@ -74,6 +80,16 @@ class SuiteDirectory:
         if not isinstance(runs, list) or not all(isinstance(r, dict) and {"name", "run_dir", "spec"} <= set(r) for r in runs):
             raise record_schema.RecordError(self.manifest_path, "runs: not a list of planned Runs")
         return manifest
+
+    def lock(self) -> BinaryIO:
+        """Lock the suite for this process (released when the file closes or the process dies). Raises SuiteBusy."""
+        handle = open(self.root / "lock", "ab")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise SuiteBusy(f"another process is running the suite in {self.root}") from None
+        return handle
 
     def append_event(self, kind: str, **fields: Any) -> None:
         """Append one event durably (write, fsync)."""

@@ -113,9 +113,11 @@ class SuiteRunner:
     def execute(self) -> list[RunOutcome]:
         """Run every Run not done yet; return how each invocation ended, in order of ending.
 
-        Raises RecordError when suite.json is unreadable. A Run that fails does not stop the others.
+        Raises RecordError when suite.json is unreadable, SuiteBusy when another process runs this suite.
+        A Run that fails does not stop the others.
         """
         runs = self._directory.read_manifest()["runs"]
+        lock = self._directory.lock()  # held until this process ends, however it ends
         waiting = [run for run in runs if run_phase(self._directory.run_dir(run)) != "done"]
         self._directory.append_event("suite_started", runs=len(runs), waiting=len(waiting), runs_at_once=self._options.runs_at_once)
         self._notify("plan", {"total": len(runs), "done": len(runs) - len(waiting), "waiting": [r["name"] for r in waiting]})
@@ -133,6 +135,7 @@ class SuiteRunner:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         self._directory.append_event("suite_stopped" if self._stopping else "suite_ended")
+        lock.close()
         if self._stopping is not None:
             # Die of the signal, as without the handler, now that the Runs have stopped.
             signal.signal(self._stopping, signal.SIG_DFL)
@@ -210,6 +213,6 @@ def _outcome(directory: SuiteDirectory, run: dict[str, Any], code: int, seconds:
                           seconds=seconds, error=error or str(exc))
     assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
     score = assessment.get("score")
-    return RunOutcome(name=run["name"], exit_code=code, phase=str(manifest.get("phase") or "pending"),
+    return RunOutcome(name=run["name"], exit_code=code, phase=run_phase(directory.run_dir(run)),
                       terminal_reason=manifest.get("terminal_reason"), score=score if isinstance(score, (int, float)) else None,
                       seconds=seconds, error=error)

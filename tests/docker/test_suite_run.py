@@ -149,3 +149,31 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
     assert page.count("src='data:image/png;base64,") == 2
     assert not re.search(r"(src|href)=['\"]?(https?:|//)", page), "the page asks the network for something"
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
+
+
+def test_sigterm_stops_the_suites_runs_cleanly_and_the_suite_dies_of_it(tmp_path, short_dir, engine, scope):
+    (tmp_path / "seed.key").write_text(SEED_KEY + "\n")
+    suite_file = tmp_path / "suite.yaml"
+    suite_file.write_text(yaml.safe_dump({**SUITE, "benchmarks": ["cartpole"], "agents": SUITE["agents"][1:]}))
+    suite_dir = short_dir / "out"
+    run_dir = suite_dir / "runs" / "cartpole-v1--uniform--r0"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli.app", "suite", "run", str(suite_file), "-o", str(suite_dir), "--json"],
+        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not any(e["type"] == "agent_started" for e in lines(run_dir / "events.jsonl")):
+        assert process.poll() is None and time.monotonic() < deadline, "the Run ended before it could be stopped"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(120) == -signal.SIGTERM
+    (ended,) = [e for e in lines(suite_dir / "events.jsonl") if e["type"] == "run_ended"]
+    assert ended["exit_code"] == 130 and ended["phase"] == "agent"  # stopped as Ctrl-C stops a Run
+    owner = next(e["owner"] for e in lines(run_dir / "events.jsonl") if e["type"] == "started")
+    assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True) == []
+    assert lines(suite_dir / "events.jsonl")[-1]["type"] == "suite_stopped"
+
+    result = cli(["suite", "run", "--resume", str(suite_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(result.stdout)["report"]["runs"]
+    assert run["complete"] and run["score"] is not None

@@ -10,7 +10,7 @@ import yaml
 from orchestrator.images.catalogue import discover
 from orchestrator.run.preflight import preflight
 from orchestrator.run.spec import RandomAgent, RunSpec
-from orchestrator.suite.directory import SuiteDirectory
+from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.presets import CORE16
 from orchestrator.suite.runner import RunnerOptions, run_command
 from orchestrator.suite.spec import SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems, spec_yaml
@@ -120,3 +120,13 @@ def test_a_suite_directory_too_deep_for_a_runs_host_api_socket_is_refused_before
     problems = socket_path_problems(plan, deep)
     assert [p.split(":")[0] for p in problems] == [p.name for p in plan]
     assert "at most 107" in problems[0] and "choose a shorter suite directory" in problems[0]
+
+
+def test_one_process_at_a_time_runs_a_suite(tmp_path):
+    directory = SuiteDirectory(tmp_path / "suite")
+    directory.create("name: pair\n", "pair", tmp_path, plan_suite(SuiteSpec.model_validate(MINIMAL), tmp_path, discover()))
+    held = directory.lock()
+    with pytest.raises(SuiteBusy, match="another process is running the suite"):
+        SuiteDirectory(tmp_path / "suite").lock()
+    held.close()
+    directory.lock().close()
