@@ -42,7 +42,8 @@ def run(
     """Run every Run of a suite (each an ordinary run directory under SUITE_DIR/runs), then print the report.
 
     With --resume, Runs that are done stay done and interrupted ones resume. Exit status: 0 every Run is done,
-    1 a bad suite file, a Run that cannot start or ended on bad input, 2 usage, 3 a Run ended on an infrastructure fault.
+    1 a bad suite file, a Run that cannot start, or Runs that ended on bad input, 2 usage, 3 a Run that ended
+    otherwise (an infrastructure fault, a signal).
     """
     json_mode(as_json)
     if (suite_file is None) == (resume is None):
@@ -66,16 +67,17 @@ def run(
     except (RecordError, SuiteBusy) as exc:
         fail(str(exc))
     report = build_report(directory.root)
+    failed = [o for o in outcomes if o.exit_code != 0]
+    if not as_json:
+        print_report(report)
+    if failed or not report.complete:
+        # Under --json the one object printed is the error; `suite report --json` still reads the suite.
+        bad_input = all(o.exit_code == ExitCode.BAD_INPUT for o in failed)
+        code = ExitCode.BAD_INPUT if bad_input else ExitCode.INFRASTRUCTURE
+        fail(f"{sum(1 for r in report.runs if r.problems)} Runs are not done; resume with `suite run --resume {directory.root}`",
+             code, problems=[f"{o.name}: {o.error}" for o in failed])
     if as_json:
         print_json({"suite_dir": str(directory.root), "invocations": [_outcome_json(o) for o in outcomes], "report": report.to_json()})
-    else:
-        print_report(report)
-    failed = [o for o in outcomes if o.exit_code != 0]
-    if not failed and report.complete:
-        return
-    code = ExitCode.INFRASTRUCTURE if any(o.exit_code == ExitCode.INFRASTRUCTURE for o in failed) else ExitCode.BAD_INPUT
-    fail(f"{len([r for r in report.runs if r.problems])} Runs are not done; resume with `suite run --resume {directory.root}`",
-         code, problems=[f"{o.name}: {o.error}" for o in failed])
 
 
 def _load(path: Path) -> SuiteSpec:
