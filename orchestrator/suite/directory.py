@@ -7,7 +7,8 @@ Layout (relative to the suite directory):
     specs/NAME.yaml     the Run spec of each Run, what `epg-orchestrate run` reads
     runs/NAME/          the run directory `epg-orchestrate run specs/NAME.yaml -o runs/NAME` makes
     logs/NAME.log       the Run's progress (stderr of every invocation, appended); NAME.json its last --json output
-    events.jsonl        append-only, fsynced: each invocation of a Run and how it ended
+    suite-events.jsonl  append-only, fsynced: each invocation of a Run and how it ended (not events.jsonl:
+                        `runs list` takes a directory holding one for a run directory)
     lock                locked (flock) by the one process running the suite
 """
 
@@ -27,7 +28,7 @@ from orchestrator.records.run_dir import RunDirectory
 from orchestrator.suite.spec import PlannedRun, spec_yaml
 
 SUITE = "epg.suite/1"  # suite.json
-SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's events.jsonl
+SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
 
 
 class SuiteBusy(Exception):
@@ -46,7 +47,7 @@ class SuiteDirectory:
 
     @property
     def events_path(self) -> Path:
-        return self.root / "events.jsonl"
+        return self.root / "suite-events.jsonl"
 
     def run_dir(self, run: dict[str, Any]) -> Path:
         return self.root / run["run_dir"]

@@ -90,7 +90,7 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
     done_before = {r.name for r in (suite_dir / "runs").glob("*") if phase(r) == "done"}
     interrupted = {r.name for r in (suite_dir / "runs").glob("*") if phase(r) not in (None, "done")}
     assert done_before and interrupted
-    started = [e for e in lines(suite_dir / "events.jsonl") if e["type"] == "run_started"]
+    started = [e for e in lines(suite_dir / "suite-events.jsonl") if e["type"] == "run_started"]
     # The Runs die with their suite: nothing goes on beside the resumed one.
     for event in started:
         for _ in range(100):
@@ -104,7 +104,7 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
     assert result.returncode == 0, result.stderr
     resumed = json.loads(result.stdout)
     assert {i["run"] for i in resumed["invocations"]} == {r["name"] for r in resumed["report"]["runs"]} - done_before
-    suite_events = lines(suite_dir / "events.jsonl")
+    suite_events = lines(suite_dir / "suite-events.jsonl")
     starts = [e for e in suite_events if e["type"] == "run_started"]
     # Finished Runs stay finished; the interrupted ones resumed their own run directory.
     for name in done_before:
@@ -167,11 +167,11 @@ def test_sigterm_stops_the_suites_runs_cleanly_and_the_suite_dies_of_it(tmp_path
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
     assert process.wait(120) == -signal.SIGTERM
-    (ended,) = [e for e in lines(suite_dir / "events.jsonl") if e["type"] == "run_ended"]
+    (ended,) = [e for e in lines(suite_dir / "suite-events.jsonl") if e["type"] == "run_ended"]
     assert ended["exit_code"] == 130 and ended["phase"] == "agent"  # stopped as Ctrl-C stops a Run
     owner = next(e["owner"] for e in lines(run_dir / "events.jsonl") if e["type"] == "started")
     assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True) == []
-    assert lines(suite_dir / "events.jsonl")[-1]["type"] == "suite_stopped"
+    assert lines(suite_dir / "suite-events.jsonl")[-1]["type"] == "suite_stopped"
 
     result = cli(["suite", "run", "--resume", str(suite_dir), "--json"], scope)
     assert result.returncode == 0, result.stderr
