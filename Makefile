@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker images demo evaluate test lint unit bench bench-engine proto gc clean
+.PHONY: setup docker chromium images demo evaluate test lint unit bench bench-engine proto gc clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ setup: $(STAMP)
 docker:
 	bash scripts/ensure-docker.sh
 
+chromium:
+	bash scripts/ensure-chromium.sh
+
 images: setup docker
 	$(BIN)/epg-orchestrate images build
 
@@ -30,7 +33,7 @@ demo: setup docker
 evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
-test: lint docker
+test: lint docker chromium
 	$(BIN)/python -m pytest
 
 lint: setup

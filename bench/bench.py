@@ -4,7 +4,8 @@ Prints, for each figure, the value and how it was measured. All figures of
 one invocation come from the same machine state, so ratios are meaningful
 even on a shared, noisy machine. The one-lane step latency and the 500-step
 cold-start rate are also measured with gVisor (runsc) policy containers, their
-samples interleaved with runc's (`--runtimes runc` leaves them out). Then whole
+samples interleaved with runc's (`--runtimes runc` leaves them out). Then the
+fixed cost of a command stage by stage (bench/fixed_cost.py), and whole
 commands, as users compare them: `epg-orchestrate evaluate` of --command-episodes
 cold CartPole Episodes against a fresh plain `python` per Episode with JSON over
 pipes (bench/reference.py), alternating, with the ratio; and each phase of a
@@ -31,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
+from fixed_cost import print_fixed_cost
 from per_benchmark import CORE16_OTHERS, known, measure, print_figures
 from reference import run_reference
 from run_phases import run_phase_figures
@@ -166,6 +168,7 @@ def main() -> int:
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
     if not args.only_benchmarks:
         cartpole_figures(engine, builder, args, runtimes)
+        print_fixed_cost(Path(__file__).resolve().parents[1] / "environments" / "cartpole" / "baseline", args.repeats)
         if args.command_episodes:
             command_figures(builder, args)
         if args.run_think_s >= 0:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.backends.sandbox import SandboxTuning
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
@@ -254,7 +255,8 @@ def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _H
     if baseline is None:
         return EnvCheck(benchmark=benchmark_id, name=name, ok=True,
                         detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE_LABEL} label)")
-    options = SandboxOptions(benchmark=benchmark_id, scope=scope, base=base, environment_image=target.image, benchmark_entry=held.entry)
+    options = SandboxOptions(benchmark=benchmark_id, scope=scope, base=base, environment_image=target.image, benchmark_entry=held.entry,
+                             tuning=SandboxTuning(episodes=episodes))
     try:
         with open_sandbox(options) as sandbox:
             evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)

@@ -239,7 +239,7 @@ def epg_baselines(request: pytest.FixtureRequest, _epg_session: _Session, epg_im
 
 def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: str, package: EnvironmentPackage,
                        benchmark_id: str, entry: str) -> EvaluationFeedback:
-    from orchestrator.backends.sandbox import DockerSandbox, SandboxImages
+    from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
     from orchestrator.kernel.codes import InfrastructureError
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.kernel.program import ProgramError, capture_program
@@ -255,7 +255,7 @@ def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: s
             (state.policy_runtime,) = _ensure(state, ["policy-runtime"], [package.root])
         images = SandboxImages(environment=image, policy_runtime=state.policy_runtime, benchmark_entry=entry)
         try:
-            with DockerSandbox(state.engine, images, labels=state.labels) as sandbox:
+            with DockerSandbox(state.engine, images, labels=state.labels, tuning=SandboxTuning(episodes=episodes)) as sandbox:
                 evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
         except InfrastructureError as exc:
             pytest.fail(f"the baseline of {benchmark_id} in {image} did not run: {exc.code.value}: {exc.message}\n{exc.evidence[-2000:]}",

@@ -101,6 +101,13 @@ if answers; then
         done
     fi
 else
+    # A pid file left by a daemon that is gone (a machine restored from a snapshot, a killed session) makes dockerd
+    # refuse to start; remove it only when its pid is not a running dockerd.
+    stale=$(cat /var/run/docker.pid 2>/dev/null || true)
+    if [ -n "$stale" ] && [ "$(cat /proc/"$stale"/comm 2>/dev/null || true)" != dockerd ]; then
+        echo "docker: removing the stale /var/run/docker.pid (pid $stale is not a running dockerd)"
+        as_root rm -f /var/run/docker.pid
+    fi
     echo "docker: starting dockerd (log: $LOG)"
     as_root sh -c "nohup dockerd >'$LOG' 2>&1 &"
     for _ in $(seq "$WAIT_SECONDS"); do

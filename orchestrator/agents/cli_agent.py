@@ -1,4 +1,4 @@
-"""Runs a coding-agent CLI (the Codex CLI or Claude Code) unattended inside the agent container.
+"""Runs a coding-agent CLI (Codex CLI, Claude Code, Gemini CLI or Qwen Code) unattended inside the agent container.
 
 The container has no network: the CLI talks HTTP to a loopback bridge that
 pipes to the Host's model relay, which adds the real credential. The CLI's
@@ -9,6 +9,7 @@ JSON events go to stdout, which the Host keeps in the run directory.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -73,9 +74,57 @@ def claude_command(model: str, effort: str | None, port: int) -> tuple[list[str]
     return argv, environment
 
 
+# Gemini CLI and Qwen Code (a fork of it) share the settings that keep them off the network: no usage statistics,
+# no telemetry, no update check, no IDE companion, no folder-trust prompt.
+_QUIET_SETTINGS = {
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "disableAutoUpdate": True,
+                "disableUpdateNag": True},
+    "ide": {"enabled": False},
+}
+
+
+def _write_settings(directory: Path, settings: dict) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "settings.json").write_text(json.dumps(settings, indent=2))
+
+
+def gemini_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    """Gemini CLI headless (-p) with its JSON event stream, every tool approved, the API key against the bridge."""
+    _write_settings(home / ".gemini", {
+        **_QUIET_SETTINGS,
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+    })
+    environment = {
+        "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
+        "GEMINI_API_KEY": PLACEHOLDER_KEY,
+        "GEMINI_SANDBOX": "false",
+    }
+    argv = ["gemini", "-p", PROMPT, "--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust", "-m", model]
+    return argv, environment
+
+
+def qwen_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    """Qwen Code headless with its JSON event stream, every tool approved, an OpenAI-compatible provider at the bridge."""
+    _write_settings(home / ".qwen", {
+        **_QUIET_SETTINGS,
+        "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+        "model": {"name": model},
+    })
+    environment = {
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+        "OPENAI_API_KEY": PLACEHOLDER_KEY,
+        "OPENAI_MODEL": model,
+        "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",  # the container is the sandbox
+    }
+    argv = ["qwen", "--output-format", "stream-json", "--approval-mode", "yolo", "--auth-type", "openai", "-m", model, PROMPT]
+    return argv, environment
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="epg-cli-agent")
-    parser.add_argument("--cli", choices=("codex", "claude-code"), required=True)
+    parser.add_argument("--cli", choices=("codex", "claude-code", "gemini", "qwen-code"), required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--effort", default="")
     parser.add_argument("--port", type=int, default=8765)
@@ -91,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(os.environ.get("HOME", "/tmp"))
     if args.cli == "codex":
         command, extra = codex_command(args.model, args.effort or "medium", args.port, home)
+    elif args.cli == "gemini":
+        command, extra = gemini_command(args.model, args.port, home)
+    elif args.cli == "qwen-code":
+        command, extra = qwen_command(args.model, args.port, home)
     else:
         command, extra = claude_command(args.model, args.effort or None, args.port)
     completed = subprocess.run(command, cwd=args.workspace, env={**os.environ, **extra}, stdin=subprocess.DEVNULL)

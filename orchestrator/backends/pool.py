@@ -58,9 +58,18 @@ class ContainerPool:
         starters: int,
         start_slot: Callable[[int], Slot],
         destroy: Callable[[Slot], None],
+        episodes: int = 0,
+        keep_used: int = 64,
     ) -> None:
         self._lanes = lanes
         self._size = size
+        # The most Episodes that will still take a container (0: not known). A container
+        # started beyond them would only be removed unused at close: start-up and removal
+        # cost the engine as much CPU as a short Episode, and delay the command's end.
+        self._remaining: int | None = episodes or None
+        # Used containers a batch keeps until it ends (removal costs the engine CPU its Episodes need); beyond
+        # that many a long cold batch removes them as it goes, so its memory stays bounded whatever its size.
+        self._keep_used = max(0, keep_used)
         self._start_slot = start_slot
         self._destroy = destroy
         self._condition = threading.Condition()
@@ -95,6 +104,8 @@ class ContainerPool:
         deadline = time.monotonic() + TAKE_TIMEOUT_S
         with self._condition:
             self._pending = max(0, self._pending - 1)
+            if self._remaining is not None:
+                self._remaining = max(0, self._remaining - 1)
             self._condition.notify_all()
             while not self._ready[lane]:
                 if self._error is not None:
@@ -124,6 +135,8 @@ class ContainerPool:
     def discard(self, slot: Slot) -> None:
         """Destroy a used Slot in the background."""
         self._reap_queue.put(slot)
+        with self._condition:
+            self._condition.notify_all()
 
     def ready_count(self) -> int:
         with self._condition:
@@ -141,10 +154,10 @@ class ContainerPool:
         return True
 
     def wait_until_full(self, timeout_s: float) -> bool:
-        """Block until `size` containers are ready (for benchmarks and tests)."""
+        """Block until `size` containers are ready, or as many as the Episodes still to come (benchmarks, tests)."""
         deadline = time.monotonic() + timeout_s
         with self._condition:
-            while sum(len(r) for r in self._ready) < self._size:
+            while sum(len(r) for r in self._ready) < min(self._size, self._remaining if self._remaining is not None else self._size):
                 if self._error is not None:
                     raise self._error
                 remaining = deadline - time.monotonic()
@@ -157,8 +170,10 @@ class ContainerPool:
     def _target_locked(self) -> int:
         if self._batch:
             # During a batch: only what the batch still lacks (never refill a warm batch).
-            return min(self._pending, max(self._size, self._lanes))
-        return self._size
+            target = min(self._pending, max(self._size, self._lanes))
+        else:
+            target = self._size
+        return target if self._remaining is None else min(target, self._remaining)
 
     def _fill_loop(self) -> None:
         with self._condition:
@@ -206,7 +221,7 @@ class ContainerPool:
                 # Removal costs the engine CPU that the Episodes of a running batch
                 # need; a used container (exited, or killed on failure) waits for the
                 # batch to end. It can never be handed out again either way.
-                while self._batch and not self._closed:
+                while self._batch and not self._closed and self._reap_queue.qsize() < self._keep_used:
                     self._condition.wait()
             try:
                 self._destroy(slot)

@@ -76,6 +76,11 @@ class SandboxLimits:
 class SandboxTuning:
     """Throughput and isolation settings. concurrency 0 means one lane per CPU; pool_size 0 disables pre-starting.
 
+    episodes, when known (a command that runs one batch), is the most Episodes the sandbox will serve: the pool never
+    starts a container beyond them. 0: not known (a Run, whose pool the driver sizes phase by phase).
+    keep_used: used containers a batch keeps until it ends, at the most (about 18 MiB each); a longer batch removes
+    the ones beyond as it goes.
+
     runtime is the OCI runtime of the untrusted containers (policy and agent);
     the trusted environment runner always runs under runc.
     """
@@ -84,6 +89,8 @@ class SandboxTuning:
     pool_size: int = 16
     starters: int = 2
     runtime: ContainerRuntime = "runc"
+    episodes: int = 0
+    keep_used: int = 64
 
     def lanes(self) -> int:
         return self.concurrency or default_concurrency()
@@ -173,7 +180,8 @@ class DockerSandbox:
                 list(starting.map(self._start_runner, self._lanes))
             self._pool = ContainerPool(
                 lanes=len(self._lanes), size=self._tuning.pool_size, starters=self._tuning.starters,
-                start_slot=self._start_slot, destroy=self._destroy_slot,
+                start_slot=self._start_slot, destroy=self._destroy_slot, episodes=self._tuning.episodes,
+                keep_used=self._tuning.keep_used,
             )
         except BaseException:
             self.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -33,7 +35,8 @@ def main_options(
     """Run EvoPolicyGym policies in fresh, hardened containers.
 
     Exit status of every command: 0 ok, 1 bad input (spec, Program, name, path or record) or a failed check,
-    2 usage (unknown option, missing or malformed argument), 3 infrastructure (engine, image build, registry, runner).
+    2 usage (unknown option, missing or malformed argument), 3 infrastructure (engine, image build, registry, runner),
+    130 stopped by Ctrl-C, SIGTERM or SIGHUP (everything it started is removed first).
     """
 
 
@@ -48,7 +51,16 @@ app.command("gc")(housekeeping.gc)
 app.command("benchmarks")(housekeeping.benchmarks)
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM and SIGHUP end a command as Ctrl-C does: its sandbox, agent and relay are closed and their
+    containers removed on the way out, and a Run can be resumed (`run --resume`)."""
+    signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     app()
 
 

@@ -70,7 +70,7 @@ def evaluate(
         package, _, _ = resolve_benchmark(benchmark, discover(roots))
     except CatalogueError as exc:
         fail(str(exc))
-    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime)
+    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, episodes=episodes)
     options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots)
     started, clock = utc_now(), time.monotonic()
     try:

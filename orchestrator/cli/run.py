@@ -16,10 +16,6 @@ from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.program import ProgramError
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import RecordError
-from orchestrator.run.driver import RunDriver, RunOptions
-from orchestrator.run.preflight import BUILT_AGENT_IMAGES, preflight, preflight_benchmark
-from orchestrator.run.relay_setup import RelayConfigError
-from orchestrator.run.seed_key import SeedKeyError
 from orchestrator.run.spec import CommandAgent, RunSpec, SpecError, load_spec
 
 
@@ -37,6 +33,12 @@ def run(
     Exit status: 0 the Run ended (whatever its terminal reason), 1 bad spec, Program, key or run directory,
     2 usage, 3 infrastructure (its evidence under RUN_DIR/diagnostics).
     """
+    # Loaded here, not with the CLI: every other command would pay for them (the relay's HTTP client among them).
+    from orchestrator.run.driver import RunDriver, RunOptions
+    from orchestrator.run.preflight import preflight, preflight_benchmark
+    from orchestrator.run.relay_setup import RelayConfigError
+    from orchestrator.run.seed_key import SeedKeyError
+
     json_mode(as_json)
     if (spec_file is None) == (resume is None):
         usage("give a spec file, or --resume RUN_DIR")
@@ -96,6 +98,8 @@ def load_checked_spec(path: Path) -> tuple[RunSpec, str]:
 
 def image_checker(spec: RunSpec) -> Callable[[str], bool] | None:
     """engine.image_exists when the spec names an agent image the orchestrator does not build; else None. Raises InfrastructureError."""
+    from orchestrator.run.preflight import BUILT_AGENT_IMAGES
+
     if isinstance(spec.agent, CommandAgent) and spec.agent.image not in BUILT_AGENT_IMAGES:
         return DockerEngine.connect().image_exists
     return None

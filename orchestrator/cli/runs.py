@@ -1,22 +1,26 @@
-"""`epg-orchestrate spec check | schema` and `runs list | show`: spec files before a Run, run directories after."""
+"""`epg-orchestrate spec check | schema` and `runs list | show | report | export | replay`: spec files before a Run, run directories after."""
 
 from __future__ import annotations
 
 import json
+import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
-from orchestrator.cli.options import Environments, Json, environment_roots
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
+from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
 from orchestrator.cli.run import image_checker, print_manifest
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records import schema
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run.preflight import preflight
+from orchestrator.reports.export import ProgramForm, export_records, find_runs, write_jsonl
+from orchestrator.reports.replay import ReplayError
+from orchestrator.run.seed_key import SeedKeyError
 from orchestrator.run.spec import SpecError, json_schema, load_spec
 
 spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
@@ -36,6 +40,8 @@ def spec_check(
     YAML syntax errors print as `line:column: reason`. Exit status: 0 valid, 1 problems, 2 usage,
     3 the engine did not answer (asked only when the spec names an agent image of its own).
     """
+    from orchestrator.run.preflight import preflight  # with the relay's HTTP client: loaded by the commands that use it
+
     json_mode(as_json)
     document: dict[str, Any] = {"spec": str(spec_file), "valid": False, "problems": []}
     try:
@@ -166,3 +172,131 @@ def runs_show(run_dir: ExistingDirectory, as_json: Json = False) -> None:
     scores = validation.get("scores") if isinstance(validation.get("scores"), dict) else {}
     for submission_id, score in scores.items():
         out.print(f"validation {submission_id}: {score:.3f}" if isinstance(score, (int, float)) else f"validation {submission_id}: {score}")
+
+
+@runs_app.command("report")
+def runs_report(
+    run_dir: ExistingDirectory,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML page (default RUN_DIR/report.html).",
+                                                 dir_okay=False, show_default=False)] = None,
+    as_json: Json = False,
+) -> None:
+    """Report one Run: its diagnostics and one self-contained HTML page of plots (scores, budget, candidates, failures, diffs, gains).
+
+    --json prints the diagnostics as one JSON object (the page is written only when --html is given too).
+    Exit status: 0 written, 1 not a readable run directory, 2 usage.
+    """
+    json_mode(as_json)
+    from orchestrator.reports.report import report_json, write_html_report  # matplotlib loads only for a report
+
+    try:
+        if as_json and html is None:
+            document = report_json(run_dir)
+        else:
+            document = write_html_report(run_dir, html or run_dir / "report.html")
+    except schema.RecordError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write the report: {exc}")
+    if as_json:
+        print_json(document)
+        return
+    for problem in document["problems"]:
+        err.print(f"[yellow]note:[/] {problem}", highlight=False)
+    out.print(f"{document['benchmark']}: {len(document['submissions'])} Submissions, {document['episodes_spent']} Episodes spent, "
+              f"selected {document['selected'] or 'none'}, Assessment {_number(document['assessment_score'])}", highlight=False)
+    out.print(f"area under the best-so-far curve {_number(document['best_so_far_auc'])} (mean {_number(document['best_so_far_mean'])}), "
+              f"score gain per Submission {_number(document['gain_per_submission'])}", highlight=False)
+    out.print(f"report: {document['html']}", highlight=False)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+class ExportFormat(StrEnum):
+    JSONL = "jsonl"
+
+
+@runs_app.command("export")
+def runs_export(
+    run_dir: ExistingDirectory,
+    output_format: Annotated[ExportFormat, typer.Option("--format", help="Output format: jsonl (one record per line).")] = ExportFormat.JSONL,
+    out_file: Annotated[Optional[Path], typer.Option("--out", "-o", "--output", help="File to write (default: stdout).",
+                                                     dir_okay=False, show_default=False)] = None,
+    program: Annotated[ProgramForm, typer.Option("--program", help="Each Submission's Program as its files, or as a diff against the one before.")]
+    = ProgramForm.FILES,
+    as_json: Annotated[bool, typer.Option("--json", help="With --out: print a JSON summary (runs, records, file) on stdout.")] = False,
+) -> None:
+    """Export a Run (or every Run below a directory, e.g. a suite's) as JSON Lines, one record per step of the agent's evolution.
+
+    Records: the task, each model exchange through the relay, each Submission (Program, selector, receipt, public Feedback)
+    and the outcome (Validation, Assessment); schema in docs/export.md. Hidden data never appears.
+    Exit status: 0 exported, 1 no run directory there or an unreadable run.json, 2 usage.
+    """
+    json_mode(as_json)
+    if as_json and out_file is None:
+        usage("--json needs --out FILE: without it the records themselves go to stdout")
+    runs = find_runs(run_dir)
+    if not runs:
+        fail(f"{run_dir} holds no run directory (no run.json in it or below it)")
+    handle = open(out_file, "w", encoding="utf-8") if out_file is not None else sys.stdout
+    count = 0
+    try:
+        for directory in runs:
+            name = directory.relative_to(run_dir).as_posix()
+            count += write_jsonl(export_records(directory, name=name, program_form=program), handle)
+    except schema.RecordError as exc:
+        fail(str(exc))
+    finally:
+        if out_file is not None:
+            handle.close()
+    if as_json:
+        print_json({"out": str(out_file), "records": count, "runs": [d.relative_to(run_dir).as_posix() for d in runs]})
+    else:
+        err.print(f"{count} records of {len(runs)} Run{'s' if len(runs) != 1 else ''}" + (f" written to {out_file}" if out_file else ""),
+                  highlight=False)
+
+
+@runs_app.command("replay")
+def runs_replay(
+    run_dir: ExistingDirectory,
+    targets: Annotated[list[str], typer.Argument(
+        help="Submission ids (s0001), assessment (the selected Program's Assessment) or validation (every candidate's).",
+        show_default=False, metavar="SUBMISSION...")],
+    as_json: Json = False,
+    environments: Environments = None,
+    base: Base = "auto",
+    scope: Scope = "",
+) -> None:
+    """Evaluate recorded Programs again on the same hidden Episodes and compare with their recorded Feedback, Episode by Episode.
+
+    Uses the Run's seed key (run.json names its file), its limits and, when the engine still has it, its environment image;
+    several targets share one sandbox. Exit status: 0 identical, 1 a difference (each printed) or bad input, 2 usage,
+    3 infrastructure.
+    """
+    json_mode(as_json)
+    from orchestrator.reports.rerun import replay_run  # the engine's client loads only for a replay
+
+    try:
+        reports, images = replay_run(run_dir, targets, scope=scope, base=base, environments=environment_roots(environments),
+                                     progress=lambda message: None if as_json else err.print(f"[dim]{message}[/]", highlight=False))
+    except (schema.RecordError, ReplayError, SeedKeyError, SpecError, CatalogueError) as exc:
+        fail(str(exc))
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+    identical = all(report.identical for report in reports)
+    if as_json:
+        print_json({"run_dir": str(run_dir), "identical": identical, "replays": [r.to_json() for r in reports], "images": images})
+    else:
+        if not images["same_image"]:
+            err.print(f"[yellow]note:[/] the Run's environment image {images['recorded_environment']} is gone; "
+                      f"replayed on {images['environment']}", highlight=False)
+        for report in reports:
+            for difference in report.differences:
+                out.print(f"[red]differs[/] {report.target} {difference.line()}", highlight=False)
+            count = len(report.differences)
+            verdict = "identical" if report.identical else f"{count} difference{'' if count == 1 else 's'}"
+            out.print(f"{report.target}: {report.episodes} Episodes of {report.split} replayed against {', '.join(report.compared)}: "
+                      f"{verdict}", highlight=False)
+    raise typer.Exit(int(ExitCode.OK if identical else ExitCode.BAD_INPUT))

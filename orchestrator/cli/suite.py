@@ -16,7 +16,6 @@ from orchestrator.cli.run import image_checker
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records.schema import RecordError
-from orchestrator.run.preflight import preflight
 from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.ranking import Standing
 from orchestrator.suite.report import SuiteReport, build_report
@@ -89,6 +88,8 @@ def _load(path: Path) -> SuiteSpec:
 
 def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list[Path] | None) -> Path:
     """Plan the suite, check every Run as `run` would, and write the suite directory; return it."""
+    from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
+
     spec_dir = suite_file.resolve().parent
     try:
         packages = discover(roots)

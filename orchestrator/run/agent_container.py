@@ -15,7 +15,17 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run.spec import ClaudeCodeAgent, CodexAgent, CommandAgent, HillClimbAgent, RandomAgent, RunSpec, ScriptedAgent
+from orchestrator.run.spec import (
+    ClaudeCodeAgent,
+    CodexAgent,
+    CommandAgent,
+    GeminiAgent,
+    HillClimbAgent,
+    QwenCodeAgent,
+    RandomAgent,
+    RunSpec,
+    ScriptedAgent,
+)
 from orchestrator.run.workspace import AgentIdentity, hand_over
 
 AGENT_UID = 10001
@@ -83,6 +93,8 @@ def agent_command(spec: RunSpec) -> tuple[str, ...]:
     if isinstance(agent, (CodexAgent, ClaudeCodeAgent)):
         return ("python3", "-m", "orchestrator.agents.cli_agent", "--cli", agent.kind, "--model", agent.model,
                 "--effort", agent.effort or "", "--workspace", WORKSPACE)
+    if isinstance(agent, (GeminiAgent, QwenCodeAgent)):
+        return ("python3", "-m", "orchestrator.agents.cli_agent", "--cli", agent.kind, "--model", agent.model, "--workspace", WORKSPACE)
     assert isinstance(agent, CommandAgent)
     return tuple(agent.argv)
 

@@ -322,7 +322,7 @@ class RunDriver:
         """Add this attempt's relay counts to run.json's totals."""
         totals = self._records.read_manifest().get("relay") or {}
         counts = relay.counters.to_json()
-        for key in ("requests", "refused", "tokens", "request_bytes", "response_bytes"):
+        for key in ("requests", "refused", "errors", "tokens", "request_bytes", "response_bytes"):
             totals[key] = totals.get(key, 0) + counts[key]
         totals["limit_reached"] = counts["limit_reached"] or totals.get("limit_reached")
         self._records.update_manifest(relay=totals)

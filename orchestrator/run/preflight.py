@@ -53,7 +53,7 @@ def preflight(
     try:
         relay_policy(spec, environ)
     except RelayConfigError as exc:
-        problems.append(f"relay.credential_env: {exc}")
+        problems.append(f"relay.{exc.field}: {exc}")
     if isinstance(spec.agent, CommandAgent) and spec.agent.image not in BUILT_AGENT_IMAGES and image_exists is not None:
         if not image_exists(spec.agent.image):
             problems.append(f"agent.image: the engine has no image {spec.agent.image!r} (build or pull it first)")

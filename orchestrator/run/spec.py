@@ -62,19 +62,66 @@ class ClaudeCodeAgent(_Strict):
     effort: Literal["low", "medium", "high"] | None = Field(default=None, description="Reasoning effort (MAX_THINKING_TOKENS preset); none: the CLI's default.")
 
 
-class RelaySpec(_Strict):
-    """How the model relay reaches the provider. Unset fields take the agent kind's defaults."""
+class GeminiAgent(_Strict):
+    kind: Literal["gemini"]
+    model: str = Field(description="Model name passed to Gemini CLI, e.g. gemini-2.5-pro.")
 
+
+class QwenCodeAgent(_Strict):
+    kind: Literal["qwen-code"]
+    model: str = Field(description="Model name passed to Qwen Code (its OpenAI-compatible provider), e.g. qwen3-coder-plus.")
+
+
+class RelaySpec(_Strict):
+    """How the model relay reaches the provider. Unset fields take the agent kind's defaults (or the profile's, or the login's)."""
+
+    profile: Literal["openai-compatible"] | None = Field(
+        default=None,
+        description="openai-compatible: for any client of the OpenAI Chat Completions or Responses API (a command agent, "
+        "or codex against another server): forwards /v1/chat/completions, /v1/responses and /v1/models to upstream, which "
+        "it needs; a model server on the Host's own loopback works (the relay runs on the Host). A credential is sent "
+        "only when credential_env names one.",
+    )
     upstream: str | None = Field(default=None, description="Provider base URL, e.g. https://api.openai.com.")
     credential_env: str | None = Field(default=None, description="Host environment variable holding the credential.")
-    allow_paths: list[str] | None = Field(default=None, description="Request paths the relay forwards.")
+    login: Literal["codex", "claude"] | None = Field(
+        default=None,
+        description="Use the CLI's subscription login on the Host instead of a key: codex (ChatGPT, ~/.codex/auth.json, "
+        "refreshed by the relay when it expires) or claude (Claude, ~/.claude/.credentials.json). Read by the Host's "
+        "relay only, never mounted into the container.",
+    )
+    login_file: str | None = Field(default=None, description="The login's file, if not the CLI's own (absolute or ~/...).")
+    refresh_url: str | None = Field(default=None, description="OAuth token endpoint the codex login is refreshed at "
+                                    "(default https://auth.openai.com/oauth/token).")
+    allow_paths: list[str] | None = Field(
+        default=None, description="Request paths the relay forwards; one ending in / or * allows every path it begins.")
     max_requests: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(
+        default=300.0, gt=0,
+        description="The longest the upstream may keep the relay waiting (to connect, for its answer to begin, between "
+        "two pieces of it); then the agent gets a 504, or its stream ends, and the error is recorded.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RelaySpec:
+        if self.login is not None and self.credential_env is not None:
+            raise ValueError("login and credential_env are two credentials: give one")
+        if self.login is not None and self.profile is not None:
+            raise ValueError("a login has its own upstream and paths: give login or profile, not both")
+        if self.login is None and (self.login_file is not None or self.refresh_url is not None):
+            raise ValueError("login_file and refresh_url need a login")
+        if self.refresh_url is not None and self.login != "codex":
+            raise ValueError("refresh_url: only the codex login is refreshed by the relay")
+        if self.login_file is not None and not (self.login_file.startswith("~") or Path(self.login_file).is_absolute()):
+            raise ValueError("login_file must be an absolute path or start with ~")
+        return self
 
 
-_AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code"}
+_AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code", "gemini", "qwen-code"}
 AgentSpec = Annotated[
-    Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent], Field(discriminator="kind")
+    Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent],
+    Field(discriminator="kind"),
 ]
 
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 import yaml
+
+from orchestrator.run import workspace_fs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,3 +101,56 @@ def test_validation_and_assessment_run_in_containers_prestarted_during_the_agent
     owner = next(e["owner"] for e in events if e["type"] == "started")
     left = engine.client.containers.list(all=True, filters={"label": f"org.evopolicygym.owner={owner}"}, sparse=True)
     assert left == [], "the Run left containers behind"
+
+
+def _policy_containers(engine, owner: str) -> list:
+    return engine.client.containers.list(all=True, filters={"label": [f"org.evopolicygym.owner={owner}", "org.evopolicygym.role=policy"]},
+                                         sparse=True)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_run_killed_in_its_agent_phase_leaves_no_prestarted_container(tmp_path, scope, engine, how):
+    """SIGTERM: the Run removes its containers on the way out. SIGKILL: nothing can, until `gc` reaps a dead owner's."""
+    program = tmp_path / "whoami"
+    program.mkdir()
+    (program / "policy.py").write_text(WHOAMI)
+    spec = {
+        "benchmark": "CartPole-v1", "seed": 0, "initial_program": str(program),
+        "budget": {"episodes": 8, "max_submissions": 2, "pool_size": 8},
+        "validation": {"episodes": 8, "max_candidates": 1},
+        "assessment": {"episodes": 8},
+        "sandbox": {"pool_size": 0, "prestart_memory_mib": 12 * 18},
+        "agent": {"kind": "command", "image": "agent-base", "argv": ["sh", "-c", "epg-session submit --episodes 0:4 && sleep 600"]},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir)],
+                               env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline, owner, idle = time.monotonic() + 300, "", []
+        while time.monotonic() < deadline and process.poll() is None:
+            events = run_dir / "events.jsonl"
+            lines = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
+            owner = next((e["owner"] for e in lines if e["type"] == "started"), "")
+            done = any(e["type"] == "submission_completed" for e in lines)
+            idle = [c for c in _policy_containers(engine, owner) if c.status == "running"] if owner else []
+            if done and len(idle) >= 12:  # the Submission's 4 Episodes ran; the 16 held-out ones are pre-starting
+                break
+            time.sleep(0.2)
+        assert process.poll() is None and len(idle) >= 12, (process.poll(), len(idle), process.stderr.read()[-2000:] if process.poll() else "")
+        process.send_signal(getattr(signal, how))
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if how == "SIGKILL":
+        assert _policy_containers(engine, owner), "SIGKILL leaves the containers for gc"
+        result = run_cli(["gc"], scope)
+        assert result.returncode == 0, result.stderr
+        workspace_fs.release(run_dir / "workspace")  # what `run --resume` would mount again
+    else:
+        assert process.returncode == 130, process.stderr.read()[-2000:]
+        assert not workspace_fs.is_mounted(run_dir / "workspace"), "the stopped Run left its workspace mounted"
+    left = engine.client.containers.list(all=True, filters={"label": f"org.evopolicygym.owner={owner}"}, sparse=True)
+    assert left == [], f"{how}: the Run left {len(left)} containers behind"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from programs import STEADY
 
 from orchestrator.backends.labels import selector
@@ -82,3 +85,43 @@ def test_pool_is_drained_when_the_sandbox_closes(open_sandbox, engine):
         assert sandbox.pool.wait_until_full(120)
         session = sandbox.labels.session
     assert engine.client.containers.list(all=True, filters={"label": selector(session=session)}) == []
+
+
+def test_a_known_episode_count_bounds_the_pool(open_sandbox, write_program, engine):
+    """A command that knows it runs 3 Episodes starts 3 policy containers, not a full pool it would remove unused."""
+    program = capture_program(write_program(STEADY))
+    began = int(time.time()) - 1
+    with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=8, episodes=3)) as sandbox:
+        evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=3)
+        time.sleep(1.5)  # an unbounded pool refills to 8 here
+        assert sandbox.pool.ready_count() == 0
+        session = sandbox.labels.session
+    assert [o.steps for o in evaluation.feedback.episodes] == [500] * 3
+    filters = {"type": "container", "event": "create", "label": selector(session=session, role="policy")}
+    created = list(engine.client.events(since=began, until=int(time.time()) + 1, filters=filters, decode=True))
+    assert len(created) == 3, [e.get("Actor", {}).get("Attributes", {}).get("name") for e in created]
+
+
+def test_a_long_cold_batch_removes_used_containers_beyond_keep_used_as_it_goes(open_sandbox, write_program, engine):
+    """Used containers wait for the batch's end only up to keep_used; the memory of a long batch stays bounded."""
+    program = capture_program(write_program("class P:\n    def act(self, o):\n        return 0\ndef make_policy(c):\n    return P()\n"))
+    seen: list[int] = []
+    done = threading.Event()
+    with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=0, keep_used=4)) as sandbox:
+        policies = {"label": selector(session=sandbox.labels.session, role="policy")}
+
+        def watch() -> None:
+            while not done.is_set():
+                seen.append(len(engine.client.containers.list(all=True, filters=policies, sparse=True)))
+                time.sleep(0.1)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=30)
+        finally:
+            done.set()
+            watcher.join()
+    assert [o.failure for o in evaluation.feedback.episodes] == [None] * 30
+    # at most: 4 kept and 1 being removed, 2 in their Episodes, 2 ready and 2 starting for the lanes
+    assert seen and max(seen) <= 11, seen

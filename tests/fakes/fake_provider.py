@@ -8,6 +8,12 @@ Speaks just enough of two wire protocols to run a full agent loop:
 * Anthropic Messages API (``POST /v1/messages``, streamed as SSE, plus
   ``POST /v1/messages/count_tokens``) -- used by Claude Code
   (``@anthropic-ai/claude-code``).
+* Gemini API (``POST /v1beta/models/MODEL:generateContent``, and
+  ``:streamGenerateContent?alt=sse`` streamed as unnamed SSE events, plus
+  ``:countTokens``) -- used by Gemini CLI (``@google/gemini-cli``).
+* OpenAI Chat Completions (``POST /v1/chat/completions``, streamed as SSE
+  chunks ending ``data: [DONE]``) -- used by Qwen Code
+  (``@qwen-code/qwen-code``).
 
 The conversation follows a SCRIPT, a JSON file of the form::
 
@@ -36,6 +42,9 @@ The shell tool is discovered from the request's ``tools`` field:
   ``{"command": ["bash", "-lc", "..."]}``).
 * Claude Code: the ``Bash`` tool, input ``{"command": "...",
   "description": "..."}``.
+* Gemini CLI: the ``run_shell_command`` function declaration; Qwen Code: the
+  ``run_shell_command`` (or ``shell``) function tool; arguments
+  ``{"command": "..."}`` plus a ``description`` where the schema has one.
 
 Every request (method, path, headers, parsed body) and every response
 (status, the JSON body or the list of SSE events) is appended to a JSONL log.
@@ -68,8 +77,11 @@ from urllib.parse import urlsplit
 OPENAI_CALL_PREFIX = "call_fake_"
 ANTHROPIC_CALL_PREFIX = "toolu_fake_"
 
+GEMINI_CALL_PREFIX = "gcall_fake_"
+
 CODEX_SHELL_TOOLS = ("exec_command", "shell_command", "shell")
 CLAUDE_SHELL_TOOL = "Bash"
+GEMINI_SHELL_TOOLS = ("run_shell_command", "shell")
 
 
 # --------------------------------------------------------------------------
@@ -329,6 +341,139 @@ def messages_events(message: dict) -> list[dict]:
 
 
 # --------------------------------------------------------------------------
+# Gemini API (Gemini CLI)
+# --------------------------------------------------------------------------
+
+def _command_args(schema: dict, turn: dict) -> dict:
+    args = {"command": turn["shell"]}
+    if "description" in ((schema or {}).get("properties") or {}):
+        args["description"] = turn.get("description") or "Run scripted command"
+    return args
+
+
+def gemini_find_shell_tool(body: dict) -> dict | None:
+    declared = {}
+    for tool in body.get("tools") or []:
+        for function in (tool.get("functionDeclarations") or []) if isinstance(tool, dict) else []:
+            declared[function.get("name")] = function
+    for name in GEMINI_SHELL_TOOLS:
+        if name in declared:
+            return declared[name]
+    return None
+
+
+def gemini_turn_index(body: dict) -> int:
+    """The function responses to calls this server issued (by id; by the shell tool's name when ids are dropped)."""
+    n = 0
+    for content in body.get("contents") or []:
+        for part in content.get("parts") or [] if isinstance(content, dict) else []:
+            response = part.get("functionResponse") if isinstance(part, dict) else None
+            if not isinstance(response, dict):
+                continue
+            call_id = str(response.get("id") or "")
+            if call_id.startswith(GEMINI_CALL_PREFIX) or (not call_id and response.get("name") in GEMINI_SHELL_TOOLS):
+                n += 1
+    return n
+
+
+def gemini_parts(turn: dict | None, shell_tool: dict | None, turn_index: int, json_mode: bool) -> list[dict]:
+    if turn is None:  # auxiliary: a JSON answer where the request asks for JSON
+        return [{"text": "{}" if json_mode else "OK"}]
+    if "shell" in turn and shell_tool is not None:
+        parts = [{"text": turn["text"]}] if turn.get("text") else []
+        schema = shell_tool.get("parametersJsonSchema") or shell_tool.get("parameters") or {}
+        parts.append({"functionCall": {"id": f"{GEMINI_CALL_PREFIX}{turn_index}", "name": shell_tool["name"],
+                                       "args": _command_args(schema, turn)}})
+        return parts
+    return [{"text": turn.get("text") or f"(no shell tool offered for: {turn.get('shell')})"}]
+
+
+def gemini_chunks(body: dict, parts: list[dict], model: str) -> list[dict]:
+    """The streamed chunks of one answer: text in pieces, each function call whole, the finish reason and usage last."""
+    prompt = _approx_tokens(body.get("contents", ""))
+    answer = _approx_tokens(parts)
+    pieces = [{"text": piece} for part in parts if "text" in part for piece in _chunks(part["text"])]
+    pieces += [part for part in parts if "functionCall" in part]
+    chunks = [{"candidates": [{"content": {"role": "model", "parts": [piece]}, "index": 0}], "modelVersion": model}
+              for piece in pieces]
+    chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+    chunks[-1]["usageMetadata"] = {"promptTokenCount": prompt, "candidatesTokenCount": answer,
+                                   "totalTokenCount": prompt + answer}
+    return chunks
+
+
+# --------------------------------------------------------------------------
+# OpenAI Chat Completions (Qwen Code)
+# --------------------------------------------------------------------------
+
+def chat_find_shell_tool(body: dict) -> dict | None:
+    declared = {}
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict):
+            declared[function.get("name")] = function
+    for name in GEMINI_SHELL_TOOLS:
+        if name in declared:
+            return declared[name]
+    return None
+
+
+def chat_turn_index(body: dict) -> int:
+    return sum(1 for message in body.get("messages") or []
+               if isinstance(message, dict) and message.get("role") == "tool"
+               and str(message.get("tool_call_id", "")).startswith(OPENAI_CALL_PREFIX))
+
+
+def chat_chunks(body: dict, turn: dict | None, shell_tool: dict | None, completion_id: str, turn_index: int) -> list[dict]:
+    """The chat.completion.chunk events of one answer; the last carries the usage (choices empty)."""
+    base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": body.get("model", "fake-model")}
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if turn is None:
+        text, call = "OK", None
+    elif "shell" in turn and shell_tool is not None:
+        text, call = turn.get("text") or "", shell_tool
+    else:
+        text, call = turn.get("text") or f"(no shell tool offered for: {turn.get('shell')})", None
+    chunks += [chunk({"content": piece}) for piece in (_chunks(text) if text else [])]
+    if call is not None:
+        arguments = json.dumps(_command_args(call.get("parameters") or {}, turn))
+        chunks.append(chunk({"tool_calls": [{"index": 0, "id": f"{OPENAI_CALL_PREFIX}{turn_index}", "type": "function",
+                                             "function": {"name": call["name"], "arguments": ""}}]}))
+        chunks += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in _chunks(arguments)]
+    chunks.append(chunk({}, "tool_calls" if call is not None else "stop"))
+    prompt, answer = _approx_tokens(body.get("messages", "")), _approx_tokens(chunks)
+    chunks.append(dict(base, choices=[], usage={"prompt_tokens": prompt, "completion_tokens": answer,
+                                                "total_tokens": prompt + answer}))
+    return chunks
+
+
+def chat_completion(chunks: list[dict]) -> dict:
+    """The non-streamed chat.completion that the chunks add up to."""
+    content, calls, finish = "", {}, "stop"
+    for item in chunks:
+        for choice in item["choices"]:
+            delta = choice["delta"]
+            content += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                whole = calls.setdefault(call["index"], {"id": call.get("id"), "type": "function",
+                                                         "function": {"name": "", "arguments": ""}})
+                whole["function"]["name"] += call.get("function", {}).get("name") or ""
+                whole["function"]["arguments"] += call.get("function", {}).get("arguments") or ""
+            finish = choice["finish_reason"] or finish
+    message = {"role": "assistant", "content": content or None}
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
+    last = chunks[-1]
+    return {"id": last["id"], "object": "chat.completion", "created": last["created"], "model": last["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": last["usage"]}
+
+
+# --------------------------------------------------------------------------
 # HTTP server
 # --------------------------------------------------------------------------
 
@@ -403,7 +548,8 @@ class Handler(BaseHTTPRequestHandler):
         self.log.write({"seq": self._seq, "ts": time.time(), "dir": "response",
                         "status": status, "note": note, "body": obj})
 
-    def _send_sse(self, events: list[dict], named: bool = True, note: str = "") -> None:
+    def _send_sse(self, events: list[dict], named: bool = True, note: str = "", done: bool = False) -> None:
+        """Stream events as SSE (with `event: TYPE` lines when named; a final `data: [DONE]` when done)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -419,6 +565,8 @@ class Handler(BaseHTTPRequestHandler):
             data = chunk.encode()
             self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
+        if done:
+            self.wfile.write(b"E\r\ndata: [DONE]\n\n\r\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         self.log.write({"seq": self._seq, "ts": time.time(), "dir": "response",
@@ -456,7 +604,11 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"type": "invalid_request_error",
                                             "message": "body is not a JSON object"}})
             return
-        if path.endswith("/responses"):
+        if path.endswith("/chat/completions"):
+            self._chat(body)
+        elif ":" in path.rsplit("/", 1)[-1]:  # Gemini: /v1beta/models/MODEL:METHOD
+            self._gemini(path.rsplit("/", 1)[-1], body)
+        elif path.endswith("/responses"):
             self._responses(body)
         elif path.endswith("/messages/count_tokens"):
             self._send_json(200, {"input_tokens": _approx_tokens(body)}, "count_tokens")
@@ -479,6 +631,46 @@ class Handler(BaseHTTPRequestHandler):
             self._send_sse(events, named=True, note=note)
         else:
             self._send_json(200, events[-1]["response"], note)
+
+    def _gemini(self, target: str, body: dict) -> None:
+        model, _, method = target.partition(":")
+        if method == "countTokens":
+            self._send_json(200, {"totalTokens": _approx_tokens(body)}, "countTokens")
+            return
+        if method not in ("generateContent", "streamGenerateContent"):
+            self._send_json(404, {"error": {"code": 404, "status": "NOT_FOUND", "message": f"no method {method}"}})
+            return
+        tool = gemini_find_shell_tool(body)
+        if tool is None:
+            turn, index, note = None, -1, "aux"
+        else:
+            index = gemini_turn_index(body)
+            turn, note = self.script.turn(index), f"turn {index}"
+        config = body.get("generationConfig") or {}
+        json_mode = config.get("responseMimeType") == "application/json"
+        chunks = gemini_chunks(body, gemini_parts(turn, tool, max(index, 0), json_mode), model)
+        if method == "streamGenerateContent":
+            self._send_sse(chunks, named=False, note=note)
+            return
+        whole = dict(chunks[-1])
+        parts = [part for item in chunks for part in item["candidates"][0]["content"]["parts"]]
+        text = "".join(part.get("text", "") for part in parts if "text" in part)
+        merged = ([{"text": text}] if text else []) + [part for part in parts if "functionCall" in part]
+        whole["candidates"] = [dict(chunks[-1]["candidates"][0], content={"role": "model", "parts": merged})]
+        self._send_json(200, whole, note)
+
+    def _chat(self, body: dict) -> None:
+        tool = chat_find_shell_tool(body)
+        if tool is None:
+            turn, index, note = None, -1, "aux"
+        else:
+            index = chat_turn_index(body)
+            turn, note = self.script.turn(index), f"turn {index}"
+        chunks = chat_chunks(body, turn, tool, f"chatcmpl_fake_{self._seq}", max(index, 0))
+        if body.get("stream", False):
+            self._send_sse(chunks, named=False, note=note, done=True)
+        else:
+            self._send_json(200, chat_completion(chunks), note)
 
     def _messages(self, body: dict) -> None:
         tool = messages_find_shell_tool(body)

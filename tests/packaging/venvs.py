@@ -18,6 +18,8 @@ WHEEL_REQUIREMENTS = (
     "protobuf==7.36.2",
     "gymnasium==1.4.0",
     "grpcio==1.85.3",
+    "httpx>=0.28",
+    "matplotlib>=3.8",  # the orchestrator's runs report
     "docker>=7.1",
     "matplotlib>=3.8",
     "pydantic>=2.7",

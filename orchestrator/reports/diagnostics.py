@@ -1,0 +1,211 @@
+"""The diagnostics of one Run, computed from its records alone: pure functions, no plotting, no engine.
+
+Per Submission: its score and the best so far against the Episodes spent, Episodes and reused pool
+indices, policy failure codes, and the size of its Program's change against the Program before it.
+Per Run: the area under the best-so-far curve and the score gain per Submission (the paper's
+diagnostics), and Validation against Assessment of the candidates.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.reports.run_records import RunRecords, SubmissionRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgramChange:
+    """How a Program differs from the one before it: files added, removed and changed, and the diff's size."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    lines_added: int = 0
+    lines_removed: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+    @property
+    def files_changed(self) -> int:
+        return len(self.added) + len(self.removed) + len(self.changed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubmissionPoint:
+    """One Submission on the Run's curve; score and best are None for an unreadable record."""
+
+    id: str
+    number: int
+    episodes: int
+    episodes_spent: int  # cumulative, this Submission included
+    reused_indices: int  # of its indices, how many an earlier Submission had selected already
+    score: float | None
+    best_so_far: float | None
+    gain: float | None  # how much it raised the best so far (0.0 when it did not; None for the first)
+    policy_failures: int
+    failure_codes: dict[str, int]
+    program_digest: str
+    change: ProgramChange | None  # against the Program before (the initial Program for the first); None when unreadable
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateResult:
+    """A Validation candidate: its train, Validation and (for the selected one) Assessment score."""
+
+    submission_id: str
+    train_score: float | None
+    validation_score: float | None
+    assessment_score: float | None
+    selected: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunDiagnostics:
+    benchmark: str
+    primary_metric: str
+    direction: str
+    budget_episodes: int | None
+    episodes_spent: int
+    submissions: tuple[SubmissionPoint, ...]
+    candidates: tuple[CandidateResult, ...]
+    # The best-so-far curve is a step over Episodes spent: each Submission's Episodes count at the best score
+    # known once it returned. Its area, from the first scored Submission on, and that area over those Episodes.
+    best_so_far_auc: float | None
+    best_so_far_mean: float | None
+    gain_per_submission: float | None  # (final best - first score) / (Submissions - 1), sign set so that > 0 is better
+    initial_assessment_score: float | None
+    assessment_score: float | None
+    selected: str | None
+    terminal_reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def better(a: float, b: float, direction: str) -> bool:
+    """True when score a is strictly better than b under direction."""
+    return a < b if direction == "minimize" else a > b
+
+
+def diagnose(run: RunRecords) -> RunDiagnostics:
+    """Return the diagnostics of run (see the module docstring)."""
+    direction = run.direction
+    points: list[SubmissionPoint] = []
+    seen: set[int] = set()
+    spent = 0
+    best: float | None = None
+    previous = _program(run, str(run.manifest.get("initial_program_digest") or ""), fallback=run.root / "initial_program")
+    area, counted = 0.0, 0
+    first_score: float | None = None
+    for record in run.submissions:
+        spent += len(record.indices)
+        reused = sum(1 for i in record.indices if i in seen)
+        seen.update(record.indices)
+        score = record.score
+        gain = None
+        if score is not None:
+            if best is None:
+                best, first_score = score, score
+            else:
+                improvement = (score - best) if direction == "maximize" else (best - score)
+                gain = max(0.0, improvement)
+                if better(score, best, direction):
+                    best = score
+        if best is not None:
+            area += len(record.indices) * best
+            counted += len(record.indices)
+        program = _program(run, record.program_digest) if record.program_digest else None
+        change = program_change(previous, program) if program is not None and previous is not None else None
+        if program is not None:
+            previous = program
+        points.append(_point(record, spent, reused, best if score is not None else None, gain, change))
+    scored = [p for p in points if p.score is not None]
+    gain_per = None
+    if len(scored) > 1 and first_score is not None and best is not None:
+        total = (best - first_score) if direction == "maximize" else (first_score - best)
+        gain_per = total / (len(scored) - 1)
+    assessment = run.manifest.get("assessment") if isinstance(run.manifest.get("assessment"), dict) else {}
+    budget = run.manifest.get("budget") if isinstance(run.manifest.get("budget"), dict) else {}
+    return RunDiagnostics(
+        benchmark=run.benchmark, primary_metric=run.primary_metric, direction=direction,
+        budget_episodes=budget.get("episodes") if isinstance(budget.get("episodes"), int) else None,
+        episodes_spent=spent, submissions=tuple(points), candidates=tuple(candidate_results(run)),
+        best_so_far_auc=area if scored else None, best_so_far_mean=(area / counted) if scored and counted else None,
+        gain_per_submission=gain_per, initial_assessment_score=_number(assessment.get("initial_program_score")),
+        assessment_score=_number(assessment.get("score")), selected=_selected(run), terminal_reason=run.manifest.get("terminal_reason"),
+    )
+
+
+def candidate_results(run: RunRecords) -> list[CandidateResult]:
+    """Every Validation candidate with its train and Validation score, and the Assessment score of the selected one."""
+    validation = run.validation or {}
+    selected = _selected(run)
+    scores = {str(r.get("submission_id")): _number(r.get("score")) for r in validation.get("results", []) if isinstance(r, dict)}
+    if not scores:
+        manifest_validation = run.manifest.get("validation") if isinstance(run.manifest.get("validation"), dict) else {}
+        recorded = manifest_validation.get("scores") if isinstance(manifest_validation.get("scores"), dict) else {}
+        scores = {str(k): _number(v) for k, v in recorded.items()}
+    assessment = _number((run.manifest.get("assessment") or {}).get("score")) if isinstance(run.manifest.get("assessment"), dict) else None
+    results = []
+    for submission_id in [str(c) for c in validation.get("candidates", scores.keys())]:
+        record = run.submission(submission_id)
+        results.append(CandidateResult(
+            submission_id=submission_id, train_score=record.score if record else None, validation_score=scores.get(submission_id),
+            assessment_score=assessment if submission_id == selected else None, selected=submission_id == selected,
+        ))
+    return results
+
+
+def program_change(before: Program, after: Program) -> ProgramChange:
+    """Files added, removed and changed from before to after, and the added and removed lines of their unified diff."""
+    old = {f.path: f.data for f in before.files}
+    new = {f.path: f.data for f in after.files}
+    changed = tuple(sorted(p for p in old.keys() & new.keys() if old[p] != new[p]))
+    added_lines = removed_lines = 0
+    for path in (*changed, *(new.keys() - old.keys()), *(old.keys() - new.keys())):
+        for line in difflib.unified_diff(_lines(old.get(path, b"")), _lines(new.get(path, b"")), lineterm="", n=0):
+            if line.startswith("+") and not line.startswith("+++"):
+                added_lines += 1
+            elif line.startswith("-") and not line.startswith("---"):
+                removed_lines += 1
+    return ProgramChange(
+        added=tuple(sorted(new.keys() - old.keys())), removed=tuple(sorted(old.keys() - new.keys())), changed=changed,
+        lines_added=added_lines, lines_removed=removed_lines, bytes_before=before.total_bytes, bytes_after=after.total_bytes,
+    )
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def _point(record: SubmissionRecord, spent: int, reused: int, best: float | None, gain: float | None,
+           change: ProgramChange | None) -> SubmissionPoint:
+    codes = record.failure_codes
+    return SubmissionPoint(
+        id=record.id, number=record.number, episodes=len(record.indices), episodes_spent=spent, reused_indices=reused,
+        score=record.score, best_so_far=best, gain=gain, policy_failures=sum(codes.values()), failure_codes=codes,
+        program_digest=record.program_digest, change=change, error=record.error,
+    )
+
+
+def _program(run: RunRecords, digest: str, fallback: Any = None) -> Program | None:
+    for directory in ([run.program_dir(digest)] if digest else []) + ([fallback] if fallback is not None else []):
+        if directory.is_dir():
+            try:
+                return capture_program(directory)
+            except ProgramError:
+                continue
+    return None
+
+
+def _selected(run: RunRecords) -> str | None:
+    final = run.manifest.get("final")
+    return str(final["submission_id"]) if isinstance(final, dict) and final.get("submission_id") else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,225 @@
+"""`runs export`: a Run as JSON Lines, one record per step of the agent's evolution (schema: export.schema.json).
+
+Records, in order: the task the agent was given; then, by time, each model exchange the relay recorded
+and each Submission (its Program as files or as a diff against the Program before it, selector, receipt
+and public Feedback); last the outcome (Validation and Assessment). Only what the agent saw, or what the
+Run's outcome publishes, is exported: never `private/` (pool EpisodeSpecs, seeds), the seed key or its
+file, nor a Host path.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.reports.run_records import RunRecords, SubmissionRecord, load_run, relay_files
+
+EXPORT_SCHEMA = "epg.export/1"
+SCHEMA_FILE = Path(__file__).with_name("export.schema.json")
+_MAX_DEPTH = 4
+
+
+class ProgramForm(StrEnum):
+    FILES = "files"  # every file of the Program
+    DIFF = "diff"  # a unified diff against the Program before it (the first Submission's against the starting Program)
+
+
+def find_runs(root: Path) -> list[Path]:
+    """root itself when it is a run directory (it holds run.json), else every run directory below it, sorted.
+
+    Run directories are not searched inside, and the walk stops four levels down (a suite's layout).
+    """
+    if (root / "run.json").is_file():
+        return [root]
+    found: list[Path] = []
+
+    def walk(directory: Path, depth: int) -> None:
+        for child in sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()):
+            if (child / "run.json").is_file():
+                found.append(child)
+            elif depth < _MAX_DEPTH:
+                walk(child, depth + 1)
+
+    walk(root, 1)
+    return found
+
+
+def export_records(run_dir: Path, *, name: str, program_form: ProgramForm = ProgramForm.FILES) -> Iterator[dict[str, Any]]:
+    """Yield the export records of the Run in run_dir; name is the value of their "run" field.
+
+    Raises records.schema.RecordError when run.json cannot be read.
+    """
+    run = load_run(run_dir)
+    steps: list[tuple[float, int, dict[str, Any]]] = []
+    for order, record in enumerate(_submission_records(run, program_form)):
+        steps.append((record.pop("_time"), order, record))
+    for order, record in enumerate(_exchange_records(run), start=len(steps)):
+        steps.append((record["time"], order, record))
+    body = [record for _, _, record in sorted(steps, key=lambda step: (step[0], step[1]))]
+    for step, record in enumerate([_task_record(run), *body, _outcome_record(run)]):
+        yield {"schema": EXPORT_SCHEMA, "run": name, "step": step, **record}
+
+
+def write_jsonl(records: Iterator[dict[str, Any]], handle: Any) -> int:
+    """Write records one JSON object a line to a text handle; return how many."""
+    count = 0
+    for record in records:
+        handle.write(json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n")
+        count += 1
+    return count
+
+
+def export_schema() -> dict[str, Any]:
+    """The JSON Schema of one export record."""
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+# the records ---------------------------------------------------------------------
+def _task_record(run: RunRecords) -> dict[str, Any]:
+    manifest = run.manifest
+    initial = _program(run.root / "initial_program")
+    return {
+        "kind": "task", "benchmark": run.benchmark, "agent": manifest.get("agent"),
+        "budget": manifest.get("budget") if isinstance(manifest.get("budget"), dict) else None,
+        "public_spec": run.public_spec, "instructions": run.task,
+        "initial_program": _files_form(initial) if initial is not None else None,
+    }
+
+
+def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str, Any]]:
+    admitted = {e.get("id"): e for e in run.events if e.get("type") == "submission_admitted"}
+    receipts = _receipts(run)
+    previous = _program(run.root / "initial_program")
+    for record in (s for s in run.submissions if s.error is None):
+        program = _program(run.program_dir(record.program_digest))
+        if form is ProgramForm.DIFF and previous is not None and program is not None:
+            shown = _diff_form(previous, program)
+        elif program is not None:
+            shown = _files_form(program)
+        else:
+            shown = {"digest": record.program_digest, "form": "missing"}
+        if program is not None:
+            previous = program
+        event = admitted.get(record.id, {})
+        yield {
+            "_time": float(event.get("time") or 0.0), "kind": "submission", "submission_id": record.id, "number": record.number,
+            "time": event.get("time"), "selector": record.selector, "indices": list(record.indices), "program": shown,
+            "receipt": receipts.get(record.id) or _receipt(record, None), "feedback": record.feedback,
+        }
+
+
+def _receipts(run: RunRecords) -> dict[str, dict[str, Any]]:
+    """Each completed Submission's receipt, the budget as it left it, replayed from the event log."""
+    budget = run.manifest.get("budget") if isinstance(run.manifest.get("budget"), dict) else {}
+    episodes, submissions = budget.get("episodes"), budget.get("max_submissions")
+    used = made = 0
+    sizes: dict[str, int] = {}
+    receipts: dict[str, dict[str, Any]] = {}
+    for event in run.events:
+        kind, submission_id = event.get("type"), event.get("id")
+        if kind == "submission_admitted":
+            sizes[submission_id] = len(event.get("indices") or [])
+            used, made = used + sizes[submission_id], made + 1
+        elif kind == "submission_voided":
+            used, made = used - sizes.get(submission_id, 0), made - 1
+        elif kind == "submission_completed" and (record := run.submission(str(submission_id))) is not None and record.error is None:
+            left = {"episodes_used": used,
+                    "episodes_left": episodes - used if isinstance(episodes, int) else None,
+                    "submissions_left": submissions - made if isinstance(submissions, int) else None}
+            receipts[record.id] = _receipt(record, left)
+    return receipts
+
+
+def _receipt(record: SubmissionRecord, budget: dict[str, Any] | None) -> dict[str, Any]:
+    budget = budget or {"episodes_used": None, "episodes_left": None, "submissions_left": None}
+    return {"submission_id": record.id, "program_digest": record.program_digest, "score": record.score,
+            "policy_failures": sum(record.failure_codes.values()), "feedback_path": f"feedback/{record.id}/feedback.json", **budget}
+
+
+def _exchange_records(run: RunRecords) -> Iterator[dict[str, Any]]:
+    for attempt, path in relay_files(run.root):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line
+            if not isinstance(entry, dict):
+                continue
+            yield {
+                "kind": "model_exchange", "attempt": attempt, "seq": entry.get("seq"), "time": float(entry.get("time") or 0.0),
+                "method": entry.get("method"), "path": entry.get("path"), "status": entry.get("status"),
+                "refused": entry.get("refused"), "error": entry.get("error"), "seconds": entry.get("seconds"), "tokens": entry.get("tokens"),
+                "request": entry.get("request", ""), "response": entry.get("response", ""),
+            }
+
+
+def _outcome_record(run: RunRecords) -> dict[str, Any]:
+    manifest = run.manifest
+    validation = None
+    if run.validation is not None:
+        validation = {
+            "rule": run.validation.get("rule"), "episodes": run.validation.get("episodes"),
+            "candidates": [str(c) for c in run.validation.get("candidates", [])], "selected": run.validation.get("selected"),
+            "results": [{"submission_id": r.get("submission_id"), "program_digest": r.get("program_digest"), "score": r.get("score"),
+                         "policy_failures": r.get("policy_failures")} for r in run.validation.get("results", []) if isinstance(r, dict)],
+        }
+    assessment = None
+    summary = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else None
+    if run.assessment is not None and summary is not None:
+        assessment = {
+            "submission_id": run.assessment.get("submission_id"), "program_digest": run.assessment.get("program_digest"),
+            "score": summary.get("score"), "episodes": summary.get("episodes"), "policy_failures": summary.get("policy_failures"),
+            "initial_program_score": summary.get("initial_program_score"),
+        }
+    final = manifest.get("final") if isinstance(manifest.get("final"), dict) else None
+    return {"kind": "outcome", "phase": manifest.get("phase"), "terminal_reason": manifest.get("terminal_reason"),
+            "final": final, "validation": validation, "assessment": assessment}
+
+
+# Programs -------------------------------------------------------------------------
+def _program(directory: Path) -> Program | None:
+    try:
+        return capture_program(directory) if directory.is_dir() else None
+    except ProgramError:
+        return None
+
+
+def _files_form(program: Program) -> dict[str, Any]:
+    return {"digest": program.digest, "form": "files", "files": [_file(f.path, f.data) for f in program.files]}
+
+
+def _file(path: str, data: bytes) -> dict[str, Any]:
+    try:
+        return {"path": path, "text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"path": path, "base64": base64.b64encode(data).decode("ascii")}
+
+
+def _diff_form(before: Program, after: Program) -> dict[str, Any]:
+    """after as a unified diff against before; files that are not UTF-8 text are given whole when they changed."""
+    old = {f.path: f.data for f in before.files}
+    new = {f.path: f.data for f in after.files}
+    chunks: list[str] = []
+    binary: list[dict[str, Any]] = []
+    for path in sorted(old.keys() | new.keys()):
+        a, b = old.get(path), new.get(path)
+        if a == b:
+            continue
+        try:
+            a_text, b_text = (a or b"").decode("utf-8"), (b or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            if b is not None:
+                binary.append(_file(path, b))
+            continue
+        chunks.extend(difflib.unified_diff(
+            a_text.splitlines(keepends=True), b_text.splitlines(keepends=True),
+            fromfile="/dev/null" if a is None else f"a/{path}", tofile="/dev/null" if b is None else f"b/{path}",
+        ))
+    return {"digest": after.digest, "form": "diff", "base_digest": before.digest, "diff": "".join(chunks),
+            "removed": sorted(old.keys() - new.keys()), "binary_files": binary}

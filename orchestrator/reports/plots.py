@@ -1,0 +1,189 @@
+"""The plots of a Run report, drawn with matplotlib (Agg, no display) as PNG images of a fixed size.
+
+Every plot is FIGURE_PX pixels (width, height) whatever its data, so a page can lay them out with
+fixed sizes; a plot without data says so in its frame. matplotlib's object API is used (Figure,
+not pyplot), so no global state or backend is touched.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from orchestrator.reports.diagnostics import RunDiagnostics
+
+DPI = 100
+FIGURE_PX = (800, 340)
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plot:
+    """One plot: a stable name (the HTML element's id), a title, a caption and its PNG."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+
+
+def run_plots(diagnostics: RunDiagnostics) -> list[Plot]:
+    """Every plot of the report, in page order."""
+    return [
+        _scores(diagnostics), _budget(diagnostics), _candidates(diagnostics),
+        _failures(diagnostics), _changes(diagnostics), _gains(diagnostics),
+    ]
+
+
+def _figure() -> tuple[Figure, object]:
+    figure = Figure(figsize=(FIGURE_PX[0] / DPI, FIGURE_PX[1] / DPI), dpi=DPI, layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def _png(figure: Figure) -> bytes:
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _empty(axes, message: str) -> None:
+    axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes, fontsize=12, color="#555555")
+    axes.set_xticks([])
+    axes.set_yticks([])
+
+
+def _labels(d: RunDiagnostics) -> list[str]:
+    return [p.id for p in d.submissions]
+
+
+def _scores(d: RunDiagnostics) -> Plot:
+    figure, axes = _figure()
+    points = [p for p in d.submissions if p.score is not None]
+    if points:
+        spent = [p.episodes_spent for p in points]
+        axes.plot(spent, [p.score for p in points], "o", color=_COLOURS[0], label="Submission score")
+        axes.step([0, *spent], [points[0].best_so_far, *[p.best_so_far for p in points]], where="pre", color=_COLOURS[1],
+                  label="best so far")
+        if d.budget_episodes:
+            axes.axvline(d.budget_episodes, color="#999999", linestyle=":", label="budget")
+        axes.set_xlabel("Episodes spent")
+        axes.set_ylabel(d.primary_metric)
+        axes.legend(loc="best")
+        axes.grid(alpha=0.3)
+    else:
+        _empty(axes, "no scored Submission")
+    axes.set_title("Score of each Submission and the best so far")
+    caption = (f"area under the best-so-far curve {_fmt(d.best_so_far_auc)} over {d.episodes_spent} Episodes "
+               f"(mean height {_fmt(d.best_so_far_mean)}); direction: {d.direction}")
+    return Plot(name="scores", title="Scores against Episodes spent", caption=caption, png=_png(figure))
+
+
+def _budget(d: RunDiagnostics) -> Plot:
+    figure, axes = _figure()
+    if d.submissions:
+        labels = _labels(d)
+        fresh = [p.episodes - p.reused_indices for p in d.submissions]
+        reused = [p.reused_indices for p in d.submissions]
+        axes.bar(labels, fresh, color=_COLOURS[0], label="new pool indices")
+        axes.bar(labels, reused, bottom=fresh, color=_COLOURS[1], label="reused indices")
+        axes.set_ylabel("Episodes")
+        axes.legend(loc="best")
+        axes.tick_params(axis="x", labelrotation=45 if len(labels) > 8 else 0)
+    else:
+        _empty(axes, "no Submission")
+    axes.set_title("Budget: Episodes per Submission")
+    budget = f" of {d.budget_episodes}" if d.budget_episodes else ""
+    return Plot(name="budget", title="How the budget was spent",
+                caption=f"{d.episodes_spent}{budget} Episodes in {len(d.submissions)} Submissions; "
+                        f"{sum(p.reused_indices for p in d.submissions)} on reused indices", png=_png(figure))
+
+
+def _candidates(d: RunDiagnostics) -> Plot:
+    figure, axes = _figure()
+    if d.candidates:
+        width = 0.27
+        positions = range(len(d.candidates))
+        series = (("train", [c.train_score for c in d.candidates]), ("Validation", [c.validation_score for c in d.candidates]),
+                  ("Assessment", [c.assessment_score for c in d.candidates]))
+        for offset, (label, values) in enumerate(series):
+            xs = [x + (offset - 1) * width for x, v in zip(positions, values, strict=True) if v is not None]
+            ys = [v for v in values if v is not None]
+            if ys:
+                axes.bar(xs, ys, width=width, color=_COLOURS[offset], label=label)
+        axes.set_xticks(list(positions), [c.submission_id + (" (selected)" if c.selected else "") for c in d.candidates])
+        axes.axhline(0, color="#333333", linewidth=0.6)
+        axes.set_ylabel(d.primary_metric)
+        axes.legend(loc="best")
+    else:
+        _empty(axes, "no Validation candidates")
+    axes.set_title("Candidates: train, Validation and Assessment scores")
+    caption = f"selected {d.selected or 'none'}; Assessment {_fmt(d.assessment_score)}, starting Program {_fmt(d.initial_assessment_score)}"
+    return Plot(name="candidates", title="Validation against Assessment", caption=caption, png=_png(figure))
+
+
+def _failures(d: RunDiagnostics) -> Plot:
+    figure, axes = _figure()
+    codes = sorted({code for p in d.submissions for code in p.failure_codes})
+    labels = _labels(d)
+    if d.submissions:
+        bottom = [0] * len(labels)
+        completed = [p.episodes - p.policy_failures for p in d.submissions]
+        axes.bar(labels, completed, color="#bbbbbb", label="completed")
+        bottom = completed
+        for i, code in enumerate(codes):
+            counts = [p.failure_codes.get(code, 0) for p in d.submissions]
+            axes.bar(labels, counts, bottom=bottom, color=_COLOURS[(i + 3) % len(_COLOURS)], label=code)
+            bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+        axes.set_ylabel("Episodes")
+        axes.legend(loc="best")
+        axes.tick_params(axis="x", labelrotation=45 if len(labels) > 8 else 0)
+    else:
+        _empty(axes, "no Submission")
+    axes.set_title("Policy failure codes per Submission")
+    total = sum(p.policy_failures for p in d.submissions)
+    return Plot(name="failures", title="Failure codes", caption=f"{total} failed Episodes ({', '.join(codes) or 'none'})",
+                png=_png(figure))
+
+
+def _changes(d: RunDiagnostics) -> Plot:
+    figure, axes = _figure()
+    known = [p for p in d.submissions if p.change is not None]
+    if known:
+        labels = [p.id for p in known]
+        axes.bar(labels, [p.change.lines_added for p in known], color=_COLOURS[2], label="lines added")
+        axes.bar(labels, [-p.change.lines_removed for p in known], color=_COLOURS[3], label="lines removed")
+        for x, p in enumerate(known):
+            count = p.change.files_changed
+            axes.annotate(f"{count} file{'' if count == 1 else 's'}", (x, p.change.lines_added), ha="center", va="bottom", fontsize=8)
+        axes.axhline(0, color="#333333", linewidth=0.6)
+        axes.set_ylabel("lines")
+        axes.legend(loc="best")
+        axes.tick_params(axis="x", labelrotation=45 if len(labels) > 8 else 0)
+    else:
+        _empty(axes, "no readable Program")
+    axes.set_title("Program diff against the one before (the first against the starting Program)")
+    return Plot(name="changes", title="Program changes", caption="lines added and removed per Submission; files changed above each bar",
+                png=_png(figure))
+
+
+def _gains(d: RunDiagnostics) -> Plot:
+    figure, axes = _figure()
+    points = [p for p in d.submissions if p.gain is not None]
+    if points:
+        axes.bar([p.id for p in points], [p.gain for p in points], color=_COLOURS[4])
+        axes.set_ylabel(f"gain in {d.primary_metric}")
+        axes.axhline(0, color="#333333", linewidth=0.6)
+        axes.tick_params(axis="x", labelrotation=45 if len(points) > 8 else 0)
+    else:
+        _empty(axes, "fewer than two scored Submissions")
+    axes.set_title("Score gain of each Submission over the best before it")
+    return Plot(name="gains", title="Score gain per Submission",
+                caption=f"mean gain per Submission {_fmt(d.gain_per_submission)} (first score to final best)", png=_png(figure))
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

@@ -1,0 +1,54 @@
+"""The Host side of a replay: a Run's spec, seed key and sandbox settings opened again, and its environment image.
+
+Kept apart from `reports.replay` (planning and comparison through the kernel's EpisodeSandbox) because it
+wires the engine, the catalogue and the Run's own settings together.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.compose import SandboxOptions, open_sandbox
+from orchestrator.images.catalogue import discover, resolve_benchmark
+from orchestrator.reports.replay import ReplayReport, check_target, episode_count, replay
+from orchestrator.reports.run_records import load_run
+from orchestrator.run.driver import sandbox_limits
+from orchestrator.run.seed_key import reopen_seed_key
+from orchestrator.run.spec import load_spec
+
+REPLAY_POOL_SIZE = 4  # pre-started policy containers: a replay is a batch or two
+ONE_LANE_BELOW = 16  # Episodes: fewer run on one lane (one runner container to start; results do not depend on the lanes)
+
+
+def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str = "auto", environments: list[Path] | None = None,
+               progress: Callable[[str], None] = lambda message: None) -> tuple[list[ReplayReport], dict[str, Any]]:
+    """Replay each target of the Run in run_dir in one sandbox, under the Run's limits, seed key and (when the engine
+    still has it) environment image.
+
+    Returns a report per target and the images used. Raises records.schema.RecordError, run.spec.SpecError,
+    run.seed_key.SeedKeyError, reports.replay.ReplayError, images.catalogue.CatalogueError (bad input) and
+    kernel.codes.InfrastructureError.
+    """
+    run = load_run(run_dir)
+    for target in targets:
+        check_target(run, target)
+    episodes = sum(episode_count(run, target) for target in targets)
+    spec, _ = load_spec(run_dir / "spec.yaml")
+    key = reopen_seed_key(run.manifest, run_dir).key
+    _, _, entry = resolve_benchmark(run.benchmark, discover(environments))
+    images = run.manifest.get("images") if isinstance(run.manifest.get("images"), dict) else {}
+    recorded = str((images.get("environment") or {}).get("tag") or "")
+    present = bool(recorded) and DockerEngine.connect().image_labels(recorded) is not None
+    concurrency = 1 if episodes < ONE_LANE_BELOW else spec.sandbox.concurrency
+    tuning = SandboxTuning(concurrency=concurrency, pool_size=min(spec.sandbox.pool_size, REPLAY_POOL_SIZE),
+                           runtime=spec.sandbox.runtime)
+    options = SandboxOptions(benchmark=run.benchmark, limits=sandbox_limits(spec), tuning=tuning, scope=scope, base=base,
+                             environments=environments, environment_image=recorded if present else "",
+                             benchmark_entry=entry if present else "")
+    with open_sandbox(options, progress) as sandbox:
+        reports = [replay(run, target, sandbox, key) for target in targets]
+        used = sandbox.images.environment
+    return reports, {"environment": used, "recorded_environment": recorded or None, "same_image": used == recorded}
