@@ -11,8 +11,8 @@ orchestrator reaps exactly the leftovers of a dead Run.
 
 Each Run process dies with the runner (PR_SET_PDEATHSIG): a killed suite
 leaves killed Runs, which their resume was made for, never a Run going on
-unsupervised beside a resumed one. SIGINT or SIGTERM to the runner stops its
-Runs as Ctrl-C stops a Run (cleanly), then the runner dies of that signal.
+unsupervised beside a resumed one. SIGINT, SIGTERM or SIGHUP to the runner
+stops its Runs as Ctrl-C stops a Run (cleanly), then raises KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ class SuiteRunner:
     def execute(self) -> list[RunOutcome]:
         """Run every Run not done yet; return how each invocation ended, in order of ending.
 
-        Raises RecordError when suite.json is unreadable, SuiteBusy when another process runs this suite.
+        Raises RecordError when suite.json is unreadable, SuiteBusy when another process runs this suite,
+        KeyboardInterrupt after SIGINT, SIGTERM or SIGHUP once every Run has stopped.
         A Run that fails does not stop the others.
         """
         runs = self._directory.read_manifest()["runs"]
@@ -122,7 +123,7 @@ class SuiteRunner:
         self._directory.append_event("suite_started", runs=len(runs), waiting=len(waiting), runs_at_once=self._options.runs_at_once)
         self._notify("plan", {"total": len(runs), "done": len(runs) - len(waiting), "waiting": [r["name"] for r in waiting]})
         outcomes: list[RunOutcome] = []
-        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             while (waiting and self._stopping is None) or self._going:
                 while waiting and self._stopping is None and len(self._going) < self._options.runs_at_once:
@@ -137,9 +138,8 @@ class SuiteRunner:
         self._directory.append_event("suite_stopped" if self._stopping else "suite_ended")
         lock.close()
         if self._stopping is not None:
-            # Die of the signal, as without the handler, now that the Runs have stopped.
-            signal.signal(self._stopping, signal.SIG_DFL)
-            os.kill(os.getpid(), self._stopping)
+            # End as every command ends on Ctrl-C, SIGTERM or SIGHUP (exit status 130), now that the Runs have stopped.
+            raise KeyboardInterrupt(f"signal {signal.Signals(self._stopping).name}")
         return outcomes
 
     def _start(self, run: dict[str, Any]) -> None:
