@@ -32,13 +32,13 @@ def render_suite_html(report: SuiteReport) -> str:
     parts += [f"<p class='missing'>{_e(note)}</p>" for note in report.notes]
     parts.append("<h2>Aggregate rank score</h2>")
     parts.append(_standings_table(report.overall))
-    parts.append(_image(_rank_score_plot(report), "aggregate rank score per agent"))
+    parts.append(_image(_rank_score_plot(report), "plot-rank-scores", "aggregate rank score per agent"))
     parts.append("<h2>Per family</h2>")
     for family, rows in report.families.items():
         parts.append(f"<h3>{_e(family)}</h3>{_standings_table(rows)}")
     parts.append("<h2>Held-out scores</h2>")
     parts.append(_score_table(report))
-    parts.append(_image(_placing_plot(report), "rank score per Benchmark and agent"))
+    parts.append(_image(_placing_plot(report), "plot-placings", "rank score per Benchmark and agent"))
     parts.append("<h2>Runs</h2><table><tr><th>Run</th><th>phase</th><th>terminal reason</th><th>held-out score</th><th>records</th></tr>")
     for run in report.runs:
         state = "complete" if not run.problems else "; ".join(run.problems)
@@ -81,12 +81,12 @@ def _score_table(report: SuiteReport) -> str:
     return "".join(lines)
 
 
-def _image(figure: Figure, alt: str) -> str:
+def _image(figure: Figure, element_id: str, alt: str) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
     width, height = (int(v) for v in figure.get_size_inches() * 100)
-    return f"<img alt='{_e(alt)}' width='{width}' height='{height}' src='data:image/png;base64,{encoded}'>"
+    return f"<img id='{element_id}' alt='{_e(alt)}' width='{width}' height='{height}' src='data:image/png;base64,{encoded}'>"
 
 
 def _rank_score_plot(report: SuiteReport) -> Figure:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -16,6 +17,8 @@ from typing import Iterator
 
 import pytest
 import yaml
+from PIL import Image, ImageStat
+from support.browser import capture_page
 
 from orchestrator.backends.labels import selector
 
@@ -148,6 +151,16 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
     page = (tmp_path / "report.html").read_text()
     assert page.count("src='data:image/png;base64,") == 2
     assert not re.search(r"(src|href)=['\"]?(https?:|//)", page), "the page asks the network for something"
+    # In a real headless Chromium that can reach nothing: both plots load at their size and are drawn.
+    capture = capture_page(tmp_path / "report.html", width=1000, height=800)
+    assert capture.requests == () and capture.console_errors == ()
+    screenshot = Image.open(io.BytesIO(capture.screenshot)).convert("L")
+    plots = [box for box in capture.images if box.id.startswith("plot-")]
+    assert [box.id for box in plots] == ["plot-rank-scores", "plot-placings"]
+    for box in plots:
+        assert box.loaded and (box.width, box.height) == (box.natural_width, box.natural_height), box
+        shown = screenshot.crop((round(box.x), round(box.y), round(box.x + box.width), round(box.y + box.height)))
+        assert ImageStat.Stat(shown).stddev[0] > 10, f"{box.id} is blank on screen"
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
 
 

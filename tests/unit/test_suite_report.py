@@ -110,7 +110,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 def test_the_html_page_inlines_its_plots_and_needs_no_network(suite_dir):
     fill(suite_dir, ALL)
     page = render_suite_html(build_report(suite_dir))
-    images = re.findall(r"<img alt='([^']*)' width='(\d+)' height='(\d+)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>", page)
+    images = re.findall(r"<img id='plot-[a-z-]+' alt='([^']*)' width='(\d+)' height='(\d+)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>",
+                        page)
     assert [alt for alt, *_ in images] == ["aggregate rank score per agent", "rank score per Benchmark and agent"]
     for _, width, height, encoded in images:
         assert png_size(base64.b64decode(encoded)) == (int(width), int(height))
