@@ -13,9 +13,10 @@ from rich.table import Table
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
 from orchestrator.cli.options import Base, Environments, Json, OutputDir, Scope, environment_roots
 from orchestrator.cli.run import image_checker
-from orchestrator.images.catalogue import CatalogueError, discover
+from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records.schema import RecordError
+from orchestrator.run.spec import SpecError, load_spec
 from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.ranking import Standing
 from orchestrator.suite.report import SuiteReport, build_report
@@ -59,6 +60,7 @@ def run(
         suite = _load(suite_file)
         directory = SuiteDirectory(_create(suite_file, suite, output, roots))
     options = RunnerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope)
+    _build_images(directory, base, roots)
     reporter = _Reporter(live=not as_json)
     try:
         with reporter:
@@ -111,6 +113,34 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
     except FileExistsError as exc:
         fail(str(exc))
     return root.resolve()
+
+
+def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None) -> None:
+    """Build (or find) every image the Runs not done yet use, once, before any starts.
+
+    Each Run would ensure its own images; Runs going at once would build the same ones side by side.
+    """
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.images.builder import ImageBuilder
+    from orchestrator.run.relay_setup import AGENT_IMAGES
+    from orchestrator.suite.directory import run_phase
+
+    try:
+        runs = [r for r in directory.read_manifest()["runs"] if run_phase(directory.run_dir(r)) != "done"]
+        if not runs:
+            return
+        builder = ImageBuilder(DockerEngine.connect().client, base=base, environments=roots,
+                               progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False))
+        names = {"policy-runtime"}
+        for run in runs:
+            spec, _ = load_spec(directory.spec_file(run))
+            package, _, _ = resolve_benchmark(spec.benchmark, builder.packages())
+            names |= {package.image, AGENT_IMAGES.get(spec.agent.kind, "agent-base")}
+        builder.ensure(sorted(names))
+    except (RecordError, SpecError, CatalogueError) as exc:
+        fail(str(exc))
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
 
 
 def _outcome_json(outcome: RunOutcome) -> dict[str, Any]:
