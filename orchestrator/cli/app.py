@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import envtest, evaluate, housekeeping, images, run, runs
+from orchestrator.cli import envtest, evaluate, housekeeping, images, run, runs, suite
 from orchestrator.records.provenance import software
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.command("run")(run.run)
 app.command("evaluate")(evaluate.evaluate)
 app.add_typer(runs.spec_app, name="spec")
 app.add_typer(runs.runs_app, name="runs")
+app.add_typer(suite.app, name="suite")
 app.add_typer(images.app, name="images")
 app.add_typer(envtest.app, name="env")
 app.command("gc")(housekeeping.gc)

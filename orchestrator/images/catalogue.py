@@ -93,6 +93,11 @@ class EnvironmentPackage(BaseModel):
         return self.root / self.table.baseline
 
     @property
+    def random_dir(self) -> Path:
+        """The package's uniform-random Program (the `random` agent submits it), by convention `random/`."""
+        return self.root / "random"
+
+    @property
     def lock_file(self) -> Path:
         return self.root / "requirements.lock"
 

@@ -40,6 +40,7 @@ AGENT_FILES = (
     "orchestrator/agents/__init__.py",
     "orchestrator/agents/scripted.py",
     "orchestrator/agents/hill_climb.py",
+    "orchestrator/agents/random_program.py",
     "orchestrator/agents/cli_agent.py",
     "sdk/epg/__init__.py",
     "sdk/epg/v1/__init__.py",

@@ -15,7 +15,17 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run.spec import ClaudeCodeAgent, CodexAgent, CommandAgent, GeminiAgent, HillClimbAgent, QwenCodeAgent, RunSpec, ScriptedAgent
+from orchestrator.run.spec import (
+    ClaudeCodeAgent,
+    CodexAgent,
+    CommandAgent,
+    GeminiAgent,
+    HillClimbAgent,
+    QwenCodeAgent,
+    RandomAgent,
+    RunSpec,
+    ScriptedAgent,
+)
 from orchestrator.run.workspace import AgentIdentity, hand_over
 
 AGENT_UID = 10001
@@ -32,13 +42,23 @@ class AgentExit:
     seconds: float
 
 
-def prepare_plan(spec: RunSpec, spec_dir: Path, records: RunDirectory) -> Path | None:
-    """For a scripted agent, copy its Programs and plan below agent/plan; return that directory."""
+def prepare_plan(spec: RunSpec, spec_dir: Path, records: RunDirectory, random_program: Path | None = None) -> Path | None:
+    """Copy what a built-in agent reads below agent/plan (mounted read-only); return that directory, or None.
+
+    A scripted agent gets its Programs and plan; the random agent gets random_program, the
+    Benchmark package's uniform-random Program (public code, like the baseline).
+    """
     agent = spec.agent
-    if not isinstance(agent, ScriptedAgent):
-        return None
     plan_dir = records.agent / "plan"
+    if not isinstance(agent, (ScriptedAgent, RandomAgent)):
+        return None
     if plan_dir.exists():
+        return plan_dir
+    if isinstance(agent, RandomAgent):
+        if random_program is None:
+            raise ValueError("the random agent needs the Benchmark's random Program")
+        shutil.copytree(random_program, plan_dir / "random", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        _world_readable(plan_dir)
         return plan_dir
     steps = []
     for number, step in enumerate(agent.steps):
@@ -67,6 +87,9 @@ def agent_command(spec: RunSpec) -> tuple[str, ...]:
             "--episodes-per-submission", str(agent.episodes_per_submission), "--step-size", str(agent.step_size),
             "--seed", str(agent.seed), "--candidates", str(agent.candidates),
         )
+    if isinstance(agent, RandomAgent):
+        return ("python3", "-m", "orchestrator.agents.random_program", "--program", f"{PLAN_DIR}/random", "--workspace", WORKSPACE,
+                "--episodes-per-submission", str(agent.episodes_per_submission))
     if isinstance(agent, (CodexAgent, ClaudeCodeAgent)):
         return ("python3", "-m", "orchestrator.agents.cli_agent", "--cli", agent.kind, "--model", agent.model,
                 "--effort", agent.effort or "", "--workspace", WORKSPACE)

@@ -132,6 +132,7 @@ class RunDriver:
         builder = ImageBuilder(engine.client, base=options.base, environments=options.environments,
                                progress=lambda m: self._notify("note", {"message": m}))
         package, self._benchmark_id, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
+        self._random_program = package.random_dir
         relay_policy(self._spec)  # a missing credential is said before anything starts
         agent_image = AGENT_IMAGES.get(self._spec.agent.kind, "agent-base")
         built = {r.name: r for r in builder.ensure(["policy-runtime", package.image, agent_image])}
@@ -150,6 +151,8 @@ class RunDriver:
             with episode_sandbox(engine, images, sandbox_limits(self._spec), labels, tuning, kubernetes_options(self._spec),
                                  lambda m: self._notify("note", {"message": m})) as sandbox:
                 benchmark = sandbox.describe()
+                # What a reader of the records needs to compare scores: the metric and which way is better.
+                records.update_manifest(metric={"name": benchmark.primary_metric, "direction": benchmark.direction})
                 pool = self._pool(sandbox)
                 state = SessionState.replay(budget_of(self._spec), records.events())
                 instructions = render_instructions(benchmark, state.budget,
@@ -270,7 +273,7 @@ class RunDriver:
         policy = relay_policy(spec)
         relay = ModelRelay(policy, records.host / "relay.sock", records.root / "relay" / f"exchanges.{attempt}.jsonl") if policy else None
         try:
-            plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records)
+            plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records, self._random_program)
             user = agent_container.hand_workspace_to_agent(records)
             container_spec = agent_container.agent_spec(
                 image=_agent_image(spec, image), spec=spec, records=records,

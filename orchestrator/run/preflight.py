@@ -11,7 +11,7 @@ from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.relay_setup import RelayConfigError, relay_policy
 from orchestrator.run.seed_key import SeedKeyError, read_key
-from orchestrator.run.spec import CommandAgent, RunSpec, ScriptedAgent
+from orchestrator.run.spec import CommandAgent, RandomAgent, RunSpec, ScriptedAgent
 
 # The agent images the orchestrator builds itself; any other name must be an image the engine has.
 BUILT_AGENT_IMAGES = ("agent-base",)
@@ -29,16 +29,22 @@ def preflight(
     """Return the problems that would stop this Run (empty when it can start).
 
     Checked: the Benchmark is known; every Program the spec names (initial_program,
-    a scripted agent's steps) is a directory holding a valid Program; the seed-key
+    a scripted agent's steps, the random/ Program of the Benchmark's package for the
+    random agent) is a directory holding a valid Program; the seed-key
     file exists and holds a key; the relay's credential is set; a command agent's
     image exists (when image_exists is given); run_dir holds no Run yet.
     """
-    problems = preflight_benchmark(spec, packages)
+    unknown_benchmark = preflight_benchmark(spec, packages)
+    problems = list(unknown_benchmark)
     if spec.initial_program is not None:
         problems += _program("initial_program", spec_dir / spec.initial_program)
     if isinstance(spec.agent, ScriptedAgent):
         for number, step in enumerate(spec.agent.steps):
             problems += _program(f"agent.steps.{number}.program", spec_dir / step.program)
+    if isinstance(spec.agent, RandomAgent) and not unknown_benchmark:
+        package, _, _ = resolve_benchmark(spec.benchmark, packages)
+        problems += [f"{problem} (the random agent submits its Benchmark package's random/ Program)"
+                     for problem in _program("agent.kind", package.random_dir)]
     if spec.seed_key_file is not None:
         try:
             read_key(spec_dir / Path(spec.seed_key_file).expanduser())

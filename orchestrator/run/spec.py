@@ -34,6 +34,15 @@ class HillClimbAgent(_Strict):
     candidates: int = Field(default=3, ge=1, description="How many of its best Submissions it hands back.")
 
 
+class RandomAgent(_Strict):
+    kind: Literal["random"]
+    episodes_per_submission: int = Field(
+        default=1, ge=1,
+        description="Pool indices 0..K-1 its one Submission is scored on (the tables report the Assessment, not this "
+        "score); under finish: require_exhaustion it spends the whole budget instead, in as few Submissions as it allows.",
+    )
+
+
 class CommandAgent(_Strict):
     kind: Literal["command"]
     image: str = Field(description="Agent image (must provide epg-session or speak the Host API); 'agent-base' is the built one.")
@@ -109,9 +118,9 @@ class RelaySpec(_Strict):
         return self
 
 
-_AGENT_KINDS = {"scripted", "hill-climb", "command", "codex", "claude-code", "gemini", "qwen-code"}
+_AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code", "gemini", "qwen-code"}
 AgentSpec = Annotated[
-    Union[ScriptedAgent, HillClimbAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent],
+    Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent],
     Field(discriminator="kind"),
 ]
 

@@ -96,3 +96,11 @@ def test_baseline_is_weak_but_working() -> None:
     assert -500.0 < feedback.score < -150.0
     assert feedback.values["max_return"] > -500.0
     assert feedback.values["min_return"] == -500.0
+
+
+def test_the_random_program_completes_every_episode_with_a_random_score() -> None:
+    from epg_sdk.testing import evaluate_locally
+
+    feedback = evaluate_locally(make_benchmark(), PACKAGE_ROOT / "random", episodes=10, split="train", seed=0)
+    assert feedback.values["policy_failures"] == 0
+    assert feedback.score < -450.0

@@ -96,3 +96,11 @@ def test_baseline_is_weak_but_working() -> None:
     assert 20.0 < feedback.score < 200.0
     assert feedback.values["max_return"] < 500.0
     assert b"scored_return" in feedback.artifacts["episodes.csv"]
+
+
+def test_the_random_program_completes_every_episode_with_a_random_score() -> None:
+    from epg_sdk.testing import evaluate_locally
+
+    feedback = evaluate_locally(make_benchmark(), PACKAGE_ROOT / "random", episodes=10, split="train", seed=0)
+    assert feedback.values["policy_failures"] == 0
+    assert 10.0 < feedback.score < 40.0

@@ -1,0 +1,265 @@
+"""`epg-orchestrate suite run | report`: many Runs under one protocol, resumable, and the table that ranks the agents."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
+from orchestrator.cli.options import Base, Environments, Json, OutputDir, Scope, environment_roots
+from orchestrator.cli.run import image_checker
+from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
+from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.records.schema import RecordError
+from orchestrator.run.spec import SpecError, load_spec
+from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
+from orchestrator.suite.ranking import Standing
+from orchestrator.suite.report import SuiteReport, build_report
+from orchestrator.suite.runner import RunnerOptions, RunOutcome, SuiteRunner
+from orchestrator.suite.spec import SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems
+
+app = typer.Typer(help="Suites: Benchmarks x agents x repeats under one protocol, and their ranking.", no_args_is_help=True)
+
+SuiteDir = Annotated[Path, typer.Argument(help="Suite directory.", exists=True, file_okay=False, show_default=False)]
+
+
+@app.command("run")
+def run(
+    suite_file: Annotated[Optional[Path], typer.Argument(help="Suite file (YAML).", show_default=False, exists=True, dir_okay=False)] = None,
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the suite in this directory.", exists=True, file_okay=False)] = None,
+    output: OutputDir = None,
+    runs_at_once: Annotated[Optional[int], typer.Option("--runs-at-once", min=1, help="Override the suite's runs_at_once.")] = None,
+    as_json: Json = False,
+    base: Base = "auto",
+    environments: Environments = None,
+    scope: Scope = "",
+) -> None:
+    """Run every Run of a suite (each an ordinary run directory under SUITE_DIR/runs), then print the report.
+
+    With --resume, Runs that are done stay done and interrupted ones resume. Exit status: 0 every Run is done,
+    1 a bad suite file, a Run that cannot start, or Runs that ended on bad input, 2 usage, 3 a Run that ended
+    otherwise (an infrastructure fault, a signal).
+    """
+    json_mode(as_json)
+    if (suite_file is None) == (resume is None):
+        usage("give a suite file, or --resume SUITE_DIR")
+    if resume is not None and output is not None:
+        usage("--output names a new suite directory; --resume continues the one given")
+    roots = environment_roots(environments)
+    if resume is not None:
+        directory = SuiteDirectory(resume)
+        if not directory.exists():
+            fail(f"{resume} is not a suite directory (it holds no suite.json)")
+        suite = _load(resume / "suite.yaml")
+    else:
+        suite = _load(suite_file)
+        directory = SuiteDirectory(_create(suite_file, suite, output, roots))
+    options = RunnerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope)
+    _build_images(directory, base, roots)
+    reporter = _Reporter(live=not as_json)
+    try:
+        with reporter:
+            outcomes = SuiteRunner(directory, options, reporter.notify).execute()
+    except (RecordError, SuiteBusy) as exc:
+        fail(str(exc))
+    report = build_report(directory.root)
+    failed = [o for o in outcomes if o.exit_code != 0]
+    if not as_json:
+        print_report(report)
+    if failed or not report.complete:
+        # Under --json the one object printed is the error; `suite report --json` still reads the suite.
+        bad_input = all(o.exit_code == ExitCode.BAD_INPUT for o in failed)
+        code = ExitCode.BAD_INPUT if bad_input else ExitCode.INFRASTRUCTURE
+        fail(f"{sum(1 for r in report.runs if r.problems)} Runs are not done; resume with `suite run --resume {directory.root}`",
+             code, problems=[f"{o.name}: {o.error}" for o in failed])
+    if as_json:
+        print_json({"suite_dir": str(directory.root), "invocations": [_outcome_json(o) for o in outcomes], "report": report.to_json()})
+
+
+def _load(path: Path) -> SuiteSpec:
+    try:
+        return load_suite(path)[0]
+    except SuiteSpecError as exc:
+        fail(f"{path}: invalid suite", problems=exc.problems)
+
+
+def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list[Path] | None) -> Path:
+    """Plan the suite, check every Run as `run` would, and write the suite directory; return it."""
+    from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
+
+    spec_dir = suite_file.resolve().parent
+    try:
+        packages = discover(roots)
+        plan = plan_suite(suite, spec_dir, packages)
+        problems = [f"{planned.name}: {problem}" for planned in plan
+                    for problem in preflight(planned.spec, spec_dir, packages, image_exists=image_checker(planned.spec))]
+    except SuiteSpecError as exc:
+        fail(f"{suite_file}: invalid suite", problems=exc.problems)
+    except CatalogueError as exc:
+        fail(str(exc))
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+    root = output or (Path(suite.output) if suite.output else Path("suites") / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    problems += socket_path_problems(plan, root)
+    if problems:
+        fail(f"{suite_file}: the suite cannot start", problems=problems)
+    try:
+        SuiteDirectory(root.resolve()).create(suite_file.read_text(), suite.name, spec_dir, plan)
+    except FileExistsError as exc:
+        fail(str(exc))
+    return root.resolve()
+
+
+def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None) -> None:
+    """Build (or find) every image the Runs not done yet use, once, before any starts.
+
+    Each Run would ensure its own images; Runs going at once would build the same ones side by side.
+    """
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.images.builder import ImageBuilder
+    from orchestrator.run.relay_setup import AGENT_IMAGES
+    from orchestrator.suite.directory import run_phase
+
+    try:
+        runs = [r for r in directory.read_manifest()["runs"] if run_phase(directory.run_dir(r)) != "done"]
+        if not runs:
+            return
+        builder = ImageBuilder(DockerEngine.connect().client, base=base, environments=roots,
+                               progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False))
+        names = {"policy-runtime"}
+        for run in runs:
+            spec, _ = load_spec(directory.spec_file(run))
+            package, _, _ = resolve_benchmark(spec.benchmark, builder.packages())
+            names |= {package.image, AGENT_IMAGES.get(spec.agent.kind, "agent-base")}
+        builder.ensure(sorted(names))
+    except (RecordError, SpecError, CatalogueError) as exc:
+        fail(str(exc))
+    except InfrastructureError as exc:
+        fail_infrastructure(exc)
+
+
+def _outcome_json(outcome: RunOutcome) -> dict[str, Any]:
+    return {"run": outcome.name, "exit_code": outcome.exit_code, "phase": outcome.phase, "terminal_reason": outcome.terminal_reason,
+            "score": outcome.score, "seconds": round(outcome.seconds, 3), "error": outcome.error}
+
+
+class _Reporter:
+    """Progress of a suite on stderr: a line per Run started and ended, a bar for the suite and one per Run going."""
+
+    def __init__(self, live: bool) -> None:
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        # No refresh thread: the runner's loop refreshes (its Run processes are started from this one thread).
+        self._progress = Progress(*columns, console=err, auto_refresh=False, transient=True, disable=not live)
+        self._suite = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Reporter:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._progress.__exit__(*exc_info)
+
+    def notify(self, kind: str, fields: dict[str, Any]) -> None:
+        progress = self._progress
+        if kind == "plan":
+            self._suite = progress.add_task("suite: Runs done", total=fields["total"], completed=fields["done"])
+            err.print(f"{fields['done']} of {fields['total']} Runs done; {len(fields['waiting'])} to go", highlight=False)
+        elif kind == "started":
+            verb = "resumed" if fields["resume"] else "started"
+            err.print(f"{fields['name']}: {verb}", highlight=False)
+            self._tasks[fields["name"]] = progress.add_task(fields["name"], total=None)
+        elif kind == "ended":
+            outcome: RunOutcome = fields["outcome"]
+            task = self._tasks.pop(outcome.name, None)
+            if task is not None:
+                progress.remove_task(task)
+            if outcome.phase == "done":
+                progress.advance(self._suite)
+                score = "nothing assessed" if outcome.score is None else f"held-out score {outcome.score:.4f}"
+                err.print(f"{outcome.name}: done in {outcome.seconds:.1f} s, {score} ({outcome.terminal_reason})", highlight=False)
+            else:
+                err.print(f"[yellow]{outcome.name}: stopped in phase {outcome.phase}: {outcome.error}[/]", highlight=False)
+        elif kind == "stopping":
+            err.print(f"[yellow]{fields['signal']}: stopping {', '.join(fields['runs']) or 'nothing'}[/]", highlight=False)
+        elif kind == "progress":
+            for going in fields["runs"]:
+                task = self._tasks.get(going.name)
+                if task is not None:
+                    progress.update(task, description=f"{going.name}: {going.phase}, {going.submissions} Submissions, "
+                                                      f"{going.episodes} Episodes")
+            progress.refresh()
+
+
+@app.command("report")
+def report(
+    suite_dir: SuiteDir,
+    as_json: Json = False,
+    html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write the report as one self-contained HTML page.",
+                                                     dir_okay=False, show_default=False)] = None,
+) -> None:
+    """The held-out table of a suite, the aggregate rank score, wins and top-2 placings, overall and per family.
+
+    Works on an unfinished suite too (its missing entries rank last and the report says it is incomplete).
+    Exit status: 0 a report was made, 1 SUITE_DIR holds no readable suite.json, 2 usage.
+    """
+    json_mode(as_json)
+    try:
+        made = build_report(suite_dir)
+    except RecordError as exc:
+        fail(str(exc))
+    if html_out is not None:
+        from orchestrator.suite.html import render_suite_html  # matplotlib only when a page is asked for
+
+        html_out.write_text(render_suite_html(made))
+    if as_json:
+        print_json(made.to_json())
+    else:
+        print_report(made)
+        if html_out is not None:
+            out.print(f"HTML report: {html_out}", highlight=False)
+
+
+def print_report(report: SuiteReport) -> None:
+    """Standings, per family, the held-out table and the Runs that are not done."""
+    out.print(_standings(f"Suite {report.name}: aggregate rank score", report.overall))
+    if len(report.families) > 1:
+        for family, rows in report.families.items():
+            out.print(_standings(family, rows))
+    table = Table(title="held-out score (mean ± stdev over repeats, #rank)", title_justify="left")
+    table.add_column("Benchmark")
+    table.add_column("better")
+    for agent in report.agents:
+        table.add_column(agent, justify="right")
+    for benchmark in report.benchmarks:
+        cells = []
+        for agent in report.agents:
+            cell = report.cell(benchmark.id, agent)
+            text = "none" if cell.mean is None else f"{cell.mean:.4f}"
+            if cell.stdev is not None:
+                text += f" ± {cell.stdev:.3g}"
+            cells.append(f"{text} #{cell.rank}")
+        table.add_row(benchmark.id, "higher" if benchmark.direction == "maximize" else "lower", *cells)
+    out.print(table)
+    for note in report.notes:
+        out.print(f"[yellow]note: {note}[/]", highlight=False)
+    unfinished = [run for run in report.runs if run.problems]
+    if unfinished:
+        out.print(f"[yellow]incomplete: {len(unfinished)} of {len(report.runs)} Runs[/]", highlight=False)
+        for run in unfinished:
+            out.print(f"  {run.name}: {'; '.join(run.problems)}", highlight=False)
+
+
+def _standings(title: str, rows: tuple[Standing, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("#", "right"), ("agent", "left"), ("rank score", "right"), ("wins", "right"), ("top-2", "right"),
+                          ("Benchmarks", "right")):
+        table.add_column(name, justify=justify)
+    for position, s in enumerate(rows, 1):
+        table.add_row(str(position), s.agent, f"{s.rank_score:.4f}", str(s.wins), str(s.top2), str(s.benchmarks))
+    return table

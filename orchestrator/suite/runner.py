@@ -1,0 +1,218 @@
+"""Runs the Runs of a suite, at most `runs_at_once` at a time, each as its own `epg-orchestrate run` process.
+
+A Run of a suite is exactly what the command makes of its spec: the runner
+starts `epg-orchestrate run specs/NAME.yaml -o runs/NAME --json` for a Run
+never started and `epg-orchestrate run --resume runs/NAME --json` for one that
+was interrupted; a Run whose run.json says "done" stays finished. Processes,
+not threads: each Run's Host (its Host API server, runner clients, pool) keeps
+its own interpreter and GIL, a Run that fails or crashes ends alone, and the
+owner label of its containers is its own process, so the next start of any
+orchestrator reaps exactly the leftovers of a dead Run.
+
+Each Run process dies with the runner (PR_SET_PDEATHSIG): a killed suite
+leaves killed Runs, which their resume was made for, never a Run going on
+unsupervised beside a resumed one. SIGINT, SIGTERM or SIGHUP to the runner
+stops its Runs as Ctrl-C stops a Run (cleanly), then raises KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from orchestrator.records import schema as record_schema
+from orchestrator.records.run_dir import RunDirectory
+from orchestrator.suite.directory import SuiteDirectory, run_phase
+
+Notify = Callable[[str, dict[str, Any]], None]
+
+# Run in the child before it becomes `epg-orchestrate`: die with the runner (PR_SET_PDEATHSIG is 1, kept across
+# execve), and give up if the runner is already gone. argv: the runner's pid, then the command's arguments.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(1)\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'orchestrator.cli.app', *sys.argv[2:]])\n"
+)
+POLL_S = 0.25
+STOP_GRACE_S = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerOptions:
+    runs_at_once: int = 1
+    base: str = "auto"
+    environments: list[Path] | None = None
+    scope: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunProgress:
+    """What a running Run's records say so far."""
+
+    name: str
+    phase: str
+    submissions: int
+    episodes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOutcome:
+    """How one invocation of a Run ended: the command's exit status and what its run.json says."""
+
+    name: str
+    exit_code: int
+    phase: str
+    terminal_reason: str | None
+    score: float | None
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _Going:
+    run: dict[str, Any]
+    process: subprocess.Popen
+    started: float
+    logs: list[TextIO] = field(default_factory=list)
+
+
+def run_command(directory: SuiteDirectory, run: dict[str, Any], options: RunnerOptions) -> list[str]:
+    """The `epg-orchestrate` arguments that start or resume this Run."""
+    run_dir = directory.run_dir(run)
+    if RunDirectory(run_dir).events_path.exists():
+        argv = ["run", "--resume", str(run_dir)]
+    else:
+        argv = ["run", str(directory.spec_file(run)), "--output", str(run_dir)]
+    argv += ["--json", "--base", options.base]
+    for root in options.environments or ():
+        argv += ["--environments", str(root)]
+    if options.scope:
+        argv += ["--scope", options.scope]
+    return argv
+
+
+class SuiteRunner:
+    """Executes the Runs of one suite directory that are not done. Not thread-safe: one runner per suite directory."""
+
+    def __init__(self, directory: SuiteDirectory, options: RunnerOptions, notify: Notify) -> None:
+        self._directory = directory
+        self._options = options
+        self._notify = notify
+        self._going: dict[str, _Going] = {}
+        self._stopping: int | None = None
+
+    def execute(self) -> list[RunOutcome]:
+        """Run every Run not done yet; return how each invocation ended, in order of ending.
+
+        Raises RecordError when suite.json is unreadable, SuiteBusy when another process runs this suite,
+        KeyboardInterrupt after SIGINT, SIGTERM or SIGHUP once every Run has stopped.
+        A Run that fails does not stop the others.
+        """
+        runs = self._directory.read_manifest()["runs"]
+        lock = self._directory.lock()  # held until this process ends, however it ends
+        waiting = [run for run in runs if run_phase(self._directory.run_dir(run)) != "done"]
+        self._directory.append_event("suite_started", runs=len(runs), waiting=len(waiting), runs_at_once=self._options.runs_at_once)
+        self._notify("plan", {"total": len(runs), "done": len(runs) - len(waiting), "waiting": [r["name"] for r in waiting]})
+        outcomes: list[RunOutcome] = []
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            while (waiting and self._stopping is None) or self._going:
+                while waiting and self._stopping is None and len(self._going) < self._options.runs_at_once:
+                    self._start(waiting.pop(0))
+                for name in [name for name, going in self._going.items() if going.process.poll() is not None]:
+                    outcomes.append(self._ended(self._going.pop(name)))
+                self._notify("progress", {"runs": [self._progress(going.run) for going in self._going.values()]})
+                time.sleep(POLL_S)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self._directory.append_event("suite_stopped" if self._stopping else "suite_ended")
+        lock.close()
+        if self._stopping is not None:
+            # End as every command ends on Ctrl-C, SIGTERM or SIGHUP (exit status 130), now that the Runs have stopped.
+            raise KeyboardInterrupt(f"signal {signal.Signals(self._stopping).name}")
+        return outcomes
+
+    def _start(self, run: dict[str, Any]) -> None:
+        directory, name = self._directory, run["name"]
+        argv = run_command(directory, run, self._options)
+        resumed = argv[1] == "--resume"
+        log = open(directory.log(name, ".log"), "a")
+        log.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} epg-orchestrate {' '.join(argv)}\n")
+        log.flush()
+        output = open(directory.log(name, ".json"), "w")
+        # Its own session: a Ctrl-C at the terminal reaches the runner alone, which stops each Run once.
+        process = subprocess.Popen(
+            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv],
+            stdin=subprocess.DEVNULL, stdout=output, stderr=log, start_new_session=True,
+        )
+        self._going[name] = _Going(run=run, process=process, started=time.monotonic(), logs=[log, output])
+        directory.append_event("run_started", run=name, resume=resumed, pid=process.pid, argv=argv)
+        self._notify("started", {"name": name, "resume": resumed})
+
+    def _ended(self, going: _Going) -> RunOutcome:
+        for handle in going.logs:
+            handle.close()
+        name = going.run["name"]
+        code = going.process.returncode
+        outcome = _outcome(self._directory, going.run, code, time.monotonic() - going.started)
+        self._directory.append_event("run_ended", run=name, exit_code=code, phase=outcome.phase, score=outcome.score,
+                                     seconds=round(outcome.seconds, 3), error=outcome.error)
+        self._notify("ended", {"outcome": outcome})
+        return outcome
+
+    def _progress(self, run: dict[str, Any]) -> RunProgress:
+        records = RunDirectory(self._directory.run_dir(run))
+        events = list(records.events())
+        completed = [e for e in events if e.get("type") == "submission_completed"]
+        admitted = {e.get("id"): len(e.get("indices") or ()) for e in events if e.get("type") == "submission_admitted"}
+        return RunProgress(name=run["name"], phase=run_phase(records.root), submissions=len(completed),
+                           episodes=sum(admitted.get(e.get("id"), 0) for e in completed))
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        """Stop every Run as Ctrl-C would (KeyboardInterrupt: its sandbox closes), SIGKILL what lingers."""
+        if self._stopping is not None:
+            return
+        self._stopping = signum
+        self._notify("stopping", {"signal": signal.Signals(signum).name, "runs": list(self._going)})
+        for going in self._going.values():
+            going.process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for going in self._going.values():
+            try:
+                going.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                going.process.kill()
+                going.process.wait()
+
+
+def _outcome(directory: SuiteDirectory, run: dict[str, Any], code: int, seconds: float) -> RunOutcome:
+    """What the ended invocation left: its error line (from its --json output) or its run.json."""
+    error = None
+    try:
+        printed = json.loads(directory.log(run["name"], ".json").read_text() or "{}")
+        if isinstance(printed, dict) and isinstance(printed.get("error"), dict):
+            error = str(printed["error"].get("message"))
+    except (OSError, json.JSONDecodeError):
+        pass  # killed before it printed: the exit status says enough
+    if error is None and code != 0:
+        error = f"exit status {code} (see {directory.log(run['name'], '.log')})"
+    try:
+        manifest = RunDirectory(directory.run_dir(run)).read_manifest()
+    except record_schema.RecordError as exc:
+        return RunOutcome(name=run["name"], exit_code=code, phase="unreadable", terminal_reason=None, score=None,
+                          seconds=seconds, error=error or str(exc))
+    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
+    score = assessment.get("score")
+    return RunOutcome(name=run["name"], exit_code=code, phase=run_phase(directory.run_dir(run)),
+                      terminal_reason=manifest.get("terminal_reason"), score=score if isinstance(score, (int, float)) else None,
+                      seconds=seconds, error=error)

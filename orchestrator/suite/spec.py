@@ -1,0 +1,208 @@
+"""The suite file (YAML), validated with pydantic, and its plan: one Run spec per Benchmark, agent and repeat."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, resolve_benchmark
+from orchestrator.run.spec import (
+    AgentSpec,
+    AssessmentSpec,
+    BudgetSpec,
+    LimitsSpec,
+    RelaySpec,
+    RunSpec,
+    SandboxSpec,
+    ScriptedAgent,
+    ValidationSpec,
+    yaml_problem,
+)
+from orchestrator.suite.presets import PRESETS, family_of
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuiteAgent(_Strict):
+    name: str = Field(pattern=_NAME, max_length=64, description="Display name in the report and in run directory names.")
+    agent: AgentSpec = Field(description="An agent block as in a Run spec.")
+    relay: RelaySpec = RelaySpec()
+
+
+class ProtocolSpec(_Strict):
+    """What every Run of the suite shares, as in a Run spec."""
+
+    budget: BudgetSpec = BudgetSpec()
+    validation: ValidationSpec = ValidationSpec()
+    assessment: AssessmentSpec = AssessmentSpec()
+    limits: LimitsSpec = LimitsSpec()
+    sandbox: SandboxSpec = SandboxSpec()
+
+
+class SuiteSpec(_Strict):
+    """Benchmarks x agents x repeats under one protocol."""
+
+    name: str = Field(pattern=_NAME, max_length=64)
+    benchmarks: Union[str, list[str]] = Field(
+        description="Benchmark ids or aliases, or a preset (" + ", ".join(sorted(PRESETS)) + "), alone or among the names."
+    )
+    agents: list[SuiteAgent] = Field(min_length=1)
+    repeats: int = Field(default=1, ge=1, description="Runs per Benchmark and agent; repeat r has the Run seed seed + r.")
+    seed: int = Field(default=0, ge=0, description="Run seed of the first repeat (every agent gets the same hidden Episodes).")
+    seed_key_file: str | None = Field(default=None, description="As in a Run spec, relative to the suite file; shared by every Run.")
+    protocol: ProtocolSpec = ProtocolSpec()
+    runs_at_once: int = Field(default=1, ge=1, description="How many Runs may go at once on this machine.")
+    output: str | None = Field(default=None, description="Suite directory; default suites/<name>-<time>.")
+
+    @model_validator(mode="after")
+    def _distinct_agents(self) -> SuiteSpec:
+        names = [agent.name for agent in self.agents]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"agents: names must be distinct ({', '.join(twice)} twice)")
+        return self
+
+    def benchmark_names(self) -> list[str]:
+        """The Benchmark names as given, presets expanded, in order."""
+        given = [self.benchmarks] if isinstance(self.benchmarks, str) else self.benchmarks
+        return [name for item in given for name in PRESETS.get(item.lower(), (item,))]
+
+
+class SuiteSpecError(Exception):
+    """The suite file is unreadable or invalid, or its plan is impossible. `problems` lists "field.path: reason" lines."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        super().__init__(f"{path}: " + "; ".join(problems))
+        self.path = path
+        self.problems = problems
+
+
+def load_suite(path: Path) -> tuple[SuiteSpec, str]:
+    """Return the validated suite and its text as given. Raises SuiteSpecError."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SuiteSpecError(path, [f"cannot read: {exc.strerror}"]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SuiteSpecError(path, [yaml_problem(exc)]) from None
+    if not isinstance(data, dict):
+        raise SuiteSpecError(path, ["the suite must be a mapping of keys to values"])
+    try:
+        return SuiteSpec.model_validate(data), text
+    except ValidationError as exc:
+        raise SuiteSpecError(path, [_problem(error) for error in exc.errors()]) from exc
+
+
+def _problem(error: dict) -> str:
+    parts = [str(part) for part in error["loc"]]
+    # Drop the tags pydantic adds for a union: the agent kind, and the str-or-list of benchmarks.
+    parts = [part for index, part in enumerate(parts) if not (index and parts[index - 1] == "agent")
+             and part not in ("str", "list[str]")]
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown key"
+    return f"{'.'.join(parts) or '(top level)'}: {message}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedRun:
+    """One Run of a suite: where it lives in the suite directory and the Run spec it is made of."""
+
+    name: str
+    benchmark: str
+    family: str
+    agent: str
+    repeat: int
+    spec: RunSpec
+
+    @property
+    def run_dir(self) -> str:
+        return f"runs/{self.name}"
+
+    @property
+    def spec_file(self) -> str:
+        return f"specs/{self.name}.yaml"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "benchmark": self.benchmark, "family": self.family, "agent": self.agent,
+                "repeat": self.repeat, "seed": self.spec.seed, "run_dir": self.run_dir, "spec": self.spec_file}
+
+
+# A Run's Host API socket is RUN_DIR/host/api.sock, and a Unix socket's path holds at most 107 bytes.
+_SOCKET = "host/api.sock"
+MAX_SOCKET_PATH = 107
+
+
+def socket_path_problems(plan: list[PlannedRun], suite_dir: Path) -> list[str]:
+    """A line for each Run whose run directory below suite_dir (absolute) is too long a path for its Host API socket."""
+    problems = []
+    for run in plan:
+        length = len(str(suite_dir.resolve() / run.run_dir / _SOCKET).encode())
+        if length > MAX_SOCKET_PATH:
+            problems.append(f"{run.name}: {suite_dir.resolve() / run.run_dir} is too long a path for the Run's Host API socket "
+                            f"({length} bytes for {_SOCKET} below it, at most {MAX_SOCKET_PATH}); choose a shorter suite directory")
+    return problems
+
+
+def run_name(benchmark: str, agent: str, repeat: int) -> str:
+    """A run directory's name: the Benchmark id in lower case, the agent's name, the repeat."""
+    slug = re.sub(r"[^a-z0-9.-]+", "-", benchmark.lower()).strip("-")
+    return f"{slug}--{agent}--r{repeat}"
+
+
+def plan_suite(suite: SuiteSpec, suite_dir: Path, packages: list[EnvironmentPackage]) -> list[PlannedRun]:
+    """Every Run of the suite, Benchmark by Benchmark, then agent, then repeat. Raises SuiteSpecError.
+
+    Names resolve through the catalogue (aliases allowed); a Benchmark named twice is an error.
+    Paths the Run specs name (seed_key_file, a scripted agent's Programs) are made absolute
+    against suite_dir, the suite file's directory.
+    """
+    resolved: list[tuple[str, str]] = []
+    problems: list[str] = []
+    for number, name in enumerate(suite.benchmark_names()):
+        try:
+            package, benchmark_id, _ = resolve_benchmark(name, packages)
+        except CatalogueError as exc:
+            problems.append(f"benchmarks.{number}: {exc}")
+            continue
+        if any(benchmark_id == seen for seen, _ in resolved):
+            problems.append(f"benchmarks.{number}: {benchmark_id} is named twice")
+            continue
+        resolved.append((benchmark_id, family_of(benchmark_id, package.image)))
+    if problems:
+        raise SuiteSpecError(suite_dir, problems)
+    return [
+        PlannedRun(name=run_name(benchmark, entry.name, repeat), benchmark=benchmark, family=family, agent=entry.name,
+                   repeat=repeat, spec=_run_spec(suite, entry, benchmark, repeat, suite_dir))
+        for benchmark, family in resolved for entry in suite.agents for repeat in range(suite.repeats)
+    ]
+
+
+def _run_spec(suite: SuiteSpec, entry: SuiteAgent, benchmark: str, repeat: int, suite_dir: Path) -> RunSpec:
+    agent = entry.agent
+    if isinstance(agent, ScriptedAgent):
+        steps = [step.model_copy(update={"program": str((suite_dir / step.program).resolve())}) for step in agent.steps]
+        agent = agent.model_copy(update={"steps": steps})
+    key = str((suite_dir / Path(suite.seed_key_file).expanduser()).resolve()) if suite.seed_key_file else None
+    protocol = suite.protocol
+    return RunSpec(
+        benchmark=benchmark, agent=agent, budget=protocol.budget, validation=protocol.validation,
+        assessment=protocol.assessment, limits=protocol.limits, sandbox=protocol.sandbox, relay=entry.relay,
+        seed=suite.seed + repeat, seed_key_file=key,
+    )
+
+
+def spec_yaml(spec: RunSpec) -> str:
+    """The Run spec as the YAML file `epg-orchestrate run` reads (defaults written out)."""
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
