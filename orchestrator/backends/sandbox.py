@@ -26,20 +26,27 @@ from docker.errors import DockerException
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
 from epg_sdk.codes import RunnerOutcome
-from epg_sdk.outcomes import ContainerExit, classify_episode
-from epg_sdk.planning import policy_seed
-from epg_sdk.protocol import values
-from epg_sdk.protocol.codes import OUTCOMES
+from epg_sdk.outcomes import ContainerExit
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
 from orchestrator.backends.pool import ContainerPool, Slot
+from orchestrator.backends.runner_calls import (
+    benchmark_info,
+    episode_budget_s,
+    episode_outcome,
+    episode_request,
+    evaluation_feedback,
+    feedback_request,
+    planned_episodes,
+    run_over_lanes,
+    runner_outcome,
+)
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program
-from orchestrator.protocol.records import outcome_to_proto_record
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +83,8 @@ class SandboxLimits:
 class SandboxTuning:
     """Throughput and isolation settings. concurrency 0 means one lane per CPU; pool_size 0 disables pre-starting.
 
-    episodes, when known (a command that runs one batch), is the most Episodes the sandbox will serve: the pool never
-    starts a container beyond them. 0: not known (a Run, whose pool the driver sizes phase by phase).
+    episodes, when known (a command that runs one batch), is the most Episodes the sandbox will serve: the pool starts no
+    container beyond them (but one per further lane, when lanes take their jobs unevenly). 0: not known (a Run, whose pool the driver sizes phase by phase).
     keep_used: used containers a batch keeps until it ends, at the most (about 18 MiB each); a longer batch removes
     the ones beyond as it goes.
 
@@ -271,63 +278,18 @@ class DockerSandbox:
     # EpisodeSandbox ----------------------------------------------------------
 
     def describe(self) -> BenchmarkInfo:
-        d = self._call(self._lanes[0], "Describe", runner_pb2.DescribeRequest(), 30)
-        return BenchmarkInfo(
-            id=d.id,
-            description=d.description,
-            observation_space=values.decode(d.observation_space),
-            action_space=values.decode(d.action_space),
-            horizon=d.horizon,
-            primary_metric=d.primary_metric,
-            direction="minimize" if d.direction == runner_pb2.METRIC_DIRECTION_MINIMIZE else "maximize",
-            parameters=values.decode(d.parameters),
-            failure_return=d.failure_return,
-            readme=d.readme,
-        )
+        return benchmark_info(self._call(self._lanes[0], "Describe", runner_pb2.DescribeRequest(), 30))
 
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
         response = self._call(self._lanes[0], "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
-        return [
-            PlannedEpisode(split=e.split, index=e.index, payload=e.payload, policy_seed=policy_seed(seed, e.split, e.index))
-            for e in response.episodes
-        ]
+        return planned_episodes(response, seed)
 
     def run_episodes(
         self, jobs: Sequence[EpisodeJob], on_episode: Callable[[EpisodeOutcome], None] | None = None
     ) -> list[EpisodeOutcome]:
         """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
-        results: list[EpisodeOutcome | None] = [None] * len(jobs)
-        cursor = iter(range(len(jobs)))
-        cursor_lock = threading.Lock()
-        failure: list[BaseException] = []
-
-        def lane_worker(lane: _Lane) -> None:
-            while not failure:
-                with cursor_lock:
-                    index = next(cursor, None)
-                if index is None:
-                    return
-                try:
-                    results[index] = self._run_on_lane(lane, jobs[index])
-                except BaseException as exc:
-                    failure.append(exc)
-                    return
-                if on_episode is not None:
-                    on_episode(results[index])
-
-        self.pool.begin_batch(len(jobs))
-        try:
-            lanes = self._lanes[: max(1, min(len(self._lanes), len(jobs)))]
-            threads = [threading.Thread(target=lane_worker, args=(lane,), name=f"epg-lane-{lane.index}") for lane in lanes]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        finally:
-            self.pool.end_batch()
-        if failure:
-            raise failure[0]
-        return [outcome for outcome in results if outcome is not None]
+        return run_over_lanes(self.pool, jobs, len(self._lanes), lambda lane, job: self._run_on_lane(self._lanes[lane], job),
+                              on_episode, "epg-lane")
 
     def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
         """Run one Episode (a batch of one)."""
@@ -335,64 +297,23 @@ class DockerSandbox:
         return outcome
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        request = runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
-        response = self._call(self._lanes[0], "BuildFeedback", request, 120)
-        return EvaluationFeedback(
-            score=response.score,
-            values=values.decode(response.values) or {},
-            artifacts={a.name: a.data for a in response.artifacts},
-            episodes=tuple(outcomes),
-        )
-
-    # one Episode on one lane ----------------------------------------------------
+        return evaluation_feedback(self._call(self._lanes[0], "BuildFeedback", feedback_request(outcomes), 120), outcomes)
 
     def _run_on_lane(self, lane: _Lane, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.pool.take(lane.index)
-        episode, limits = job.episode, self._limits.episode
+        limits = self._limits.episode
         outcome: RunnerOutcome | None = None
         exit_status: ContainerExit | None = None
         try:
             job.program.write_to(slot.program_dir)  # visible read-only inside the waiting container
-            request = runner_pb2.RunEpisodeRequest(
-                slot=slot.name,
-                episode=runner_pb2.EpisodeSpec(split=episode.split, index=episode.index, payload=episode.payload),
-                policy_seed=episode.policy_seed,
-                limits=limits.to_proto(),
-                program_dir=PROGRAM_MOUNT,
-            )
-            budget = limits.startup_deadline_s * 2 + limits.episode_deadline_s + 60
-            record = self._call(lane, "RunEpisode", request, budget)
-            outcome = OUTCOMES[record.outcome]
-            if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
-                raise InfrastructureError(
-                    InfraErrorCode.ENVIRONMENT_ERROR,
-                    f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
-                    evidence=record.traceback,
-                )
+            record = self._call(lane, "RunEpisode", episode_request(job, limits, slot.name, PROGRAM_MOUNT), episode_budget_s(limits))
+            outcome = runner_outcome(job, record)
             tail = record.output_tail
             if outcome is not RunnerOutcome.COMPLETED:
                 exit_status = self._exit_of(slot, outcome)
                 if not tail:
                     tail = self._engine.logs_tail(slot.container, limits.output_tail_bytes)
-            verdict = classify_episode(outcome, record.message, exit_status)
-            return EpisodeOutcome(
-                index=episode.index,
-                split=episode.split,
-                status=verdict.status,
-                failure=verdict.failure,
-                reason=verdict.reason,
-                steps=record.steps,
-                reward=record.total_reward,
-                terminated=record.terminated,
-                truncated=record.truncated,
-                policy_seconds=record.policy_seconds,
-                environment_seconds=record.environment_seconds,
-                loop_seconds=record.loop_seconds,
-                output_tail=tail.decode("utf-8", "replace"),
-                traceback=record.traceback,
-                summary=values.decode(record.summary) or {},
-                artifacts={a.name: a.data for a in record.artifacts},
-            )
+            return episode_outcome(job, record, outcome, exit_status, tail)
         finally:
             still_running = exit_status is None or exit_status.exit_code is None
             if outcome is not RunnerOutcome.COMPLETED and still_running:

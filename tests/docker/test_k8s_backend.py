@@ -32,6 +32,7 @@ from orchestrator.backends.sandbox import SandboxTuning
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
+from orchestrator.run import workspace_fs
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "epg-test"
@@ -228,6 +229,7 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
         assert gc.returncode == 0, stderr
     assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope] == []
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
+    workspace_fs.release(tmp_path / "run" / "workspace")  # the mount SIGKILL leaves for `run --resume`
 
 
 def test_evaluate_with_backend_kubernetes_runs_on_the_cluster(tmp_path, fake_cluster, scope):

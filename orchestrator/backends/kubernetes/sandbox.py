@@ -21,10 +21,7 @@ import grpc
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
 from epg_sdk.codes import RunnerOutcome
-from epg_sdk.outcomes import ContainerExit, classify_episode
-from epg_sdk.planning import policy_seed
-from epg_sdk.protocol import values
-from epg_sdk.protocol.codes import OUTCOMES
+from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.kubernetes.cluster import Cluster
 from orchestrator.backends.kubernetes.hardening import hardening_problems
 from orchestrator.backends.kubernetes.manifests import (
@@ -47,11 +44,21 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.relay import ExecRelay, upload_program
 from orchestrator.backends.labels import LabelSet
 from orchestrator.backends.pool import ContainerPool, Slot
+from orchestrator.backends.runner_calls import (
+    benchmark_info,
+    episode_budget_s,
+    episode_outcome,
+    episode_request,
+    evaluation_feedback,
+    feedback_request,
+    planned_episodes,
+    run_over_lanes,
+    runner_outcome,
+)
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
-from orchestrator.protocol.records import outcome_to_proto_record
 
 log = logging.getLogger(__name__)
 
@@ -200,83 +207,31 @@ class KubernetesSandbox:
     # EpisodeSandbox ----------------------------------------------------------
 
     def describe(self) -> BenchmarkInfo:
-        d = self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30)
-        return BenchmarkInfo(
-            id=d.id, description=d.description, observation_space=values.decode(d.observation_space),
-            action_space=values.decode(d.action_space), horizon=d.horizon, primary_metric=d.primary_metric,
-            direction="minimize" if d.direction == runner_pb2.METRIC_DIRECTION_MINIMIZE else "maximize",
-            parameters=values.decode(d.parameters), failure_return=d.failure_return, readme=d.readme,
-        )
+        return benchmark_info(self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30))
 
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
         response = self._call(self._control_link(), "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
-        return [PlannedEpisode(split=e.split, index=e.index, payload=e.payload, policy_seed=policy_seed(seed, e.split, e.index))
-                for e in response.episodes]
+        return planned_episodes(response, seed)
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        request = runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
-        response = self._call(self._control_link(), "BuildFeedback", request, 120)
-        return EvaluationFeedback(score=response.score, values=values.decode(response.values) or {},
-                                  artifacts={a.name: a.data for a in response.artifacts}, episodes=tuple(outcomes))
+        return evaluation_feedback(self._call(self._control_link(), "BuildFeedback", feedback_request(outcomes), 120), outcomes)
 
     def run_episodes(self, jobs: Sequence[EpisodeJob],
                      on_episode: Callable[[EpisodeOutcome], None] | None = None) -> list[EpisodeOutcome]:
         """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
-        results: list[EpisodeOutcome | None] = [None] * len(jobs)
-        cursor = iter(range(len(jobs)))
-        cursor_lock = threading.Lock()
-        failure: list[BaseException] = []
-
-        def lane_worker(lane: int) -> None:
-            while not failure:
-                with cursor_lock:
-                    index = next(cursor, None)
-                if index is None:
-                    return
-                try:
-                    results[index] = self._run_in_pod(lane, jobs[index])
-                except BaseException as exc:
-                    failure.append(exc)
-                    return
-                if on_episode is not None:
-                    on_episode(results[index])
-
-        self.pool.begin_batch(len(jobs))
-        try:
-            threads = [threading.Thread(target=lane_worker, args=(lane,), name=f"epg-k8s-lane-{lane}")
-                       for lane in range(max(1, min(self._lanes, len(jobs))))]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        finally:
-            self.pool.end_batch()
-        if failure:
-            raise failure[0]
-        return [outcome for outcome in results if outcome is not None]
+        return run_over_lanes(self.pool, jobs, self._lanes, self._run_in_pod, on_episode, "epg-k8s-lane")
 
     # one Episode in one Pod ------------------------------------------------------
 
     def _run_in_pod(self, lane: int, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.pool.take(lane)
         link: _PodLink = slot.container
-        episode, limits = job.episode, self._limits.episode
+        limits = self._limits.episode
         outcome: RunnerOutcome | None = None
         try:
             upload_program(self._cluster, link.pod, RUNNER_CONTAINER, RUNNER_PROGRAM_MOUNT, job.program)
-            request = runner_pb2.RunEpisodeRequest(
-                slot=SLOT, episode=runner_pb2.EpisodeSpec(split=episode.split, index=episode.index, payload=episode.payload),
-                policy_seed=episode.policy_seed, limits=limits.to_proto(), program_dir=PROGRAM_MOUNT,
-            )
-            budget = limits.startup_deadline_s * 2 + limits.episode_deadline_s + 60
-            record = self._call(link, "RunEpisode", request, budget)
-            outcome = OUTCOMES[record.outcome]
-            if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
-                raise InfrastructureError(
-                    InfraErrorCode.ENVIRONMENT_ERROR,
-                    f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
-                    evidence=record.traceback,
-                )
+            record = self._call(link, "RunEpisode", episode_request(job, limits, SLOT, PROGRAM_MOUNT), episode_budget_s(limits))
+            outcome = runner_outcome(job, record)
             tail = record.output_tail
             exit_status: ContainerExit | None = None
             if outcome is not RunnerOutcome.COMPLETED:
@@ -285,14 +240,7 @@ class KubernetesSandbox:
                 exit_status = self._cluster.container_exit(link.pod, POLICY_CONTAINER, wait)
                 if not tail:
                     tail = self._cluster.logs_tail(link.pod, POLICY_CONTAINER, limits.output_tail_bytes)
-            verdict = classify_episode(outcome, record.message, exit_status)
-            return EpisodeOutcome(
-                index=episode.index, split=episode.split, status=verdict.status, failure=verdict.failure, reason=verdict.reason,
-                steps=record.steps, reward=record.total_reward, terminated=record.terminated, truncated=record.truncated,
-                policy_seconds=record.policy_seconds, environment_seconds=record.environment_seconds,
-                loop_seconds=record.loop_seconds, output_tail=tail.decode("utf-8", "replace"), traceback=record.traceback,
-                summary=values.decode(record.summary) or {}, artifacts={a.name: a.data for a in record.artifacts},
-            )
+            return episode_outcome(job, record, outcome, exit_status, tail)
         finally:
             if outcome is not RunnerOutcome.COMPLETED:
                 self._cluster.delete_pod(link.pod)  # a misbehaving policy may still be burning CPU

@@ -1,0 +1,152 @@
+"""What every sandbox backend does the same way with the environment runner's messages, and how a batch of
+Episodes is spread over lanes: the Docker and the Kubernetes sandbox differ only in where the runner and the
+policy run and how the Host reaches them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+from epg.v1 import runner_pb2
+from epg_sdk.codes import RunnerOutcome
+from epg_sdk.outcomes import ContainerExit, classify_episode
+from epg_sdk.planning import policy_seed
+from epg_sdk.protocol import values
+from epg_sdk.protocol.codes import OUTCOMES
+from epg_sdk.runtime.episode_loop import EpisodeLimits
+from orchestrator.backends.pool import ContainerPool
+from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
+from orchestrator.protocol.records import outcome_to_proto_record
+
+
+def benchmark_info(d: Any) -> BenchmarkInfo:
+    """The Benchmark a runner's Describe answer describes."""
+    return BenchmarkInfo(
+        id=d.id,
+        description=d.description,
+        observation_space=values.decode(d.observation_space),
+        action_space=values.decode(d.action_space),
+        horizon=d.horizon,
+        primary_metric=d.primary_metric,
+        direction="minimize" if d.direction == runner_pb2.METRIC_DIRECTION_MINIMIZE else "maximize",
+        parameters=values.decode(d.parameters),
+        failure_return=d.failure_return,
+        readme=d.readme,
+    )
+
+
+def planned_episodes(response: Any, seed: int) -> list[PlannedEpisode]:
+    """The Episodes of a PlanEpisodes answer, each with its policy seed."""
+    return [PlannedEpisode(split=e.split, index=e.index, payload=e.payload, policy_seed=policy_seed(seed, e.split, e.index))
+            for e in response.episodes]
+
+
+def feedback_request(outcomes: list[EpisodeOutcome]) -> runner_pb2.FeedbackRequest:
+    return runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
+
+
+def evaluation_feedback(response: Any, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
+    """The Feedback of a BuildFeedback answer on outcomes."""
+    return EvaluationFeedback(score=response.score, values=values.decode(response.values) or {},
+                              artifacts={a.name: a.data for a in response.artifacts}, episodes=tuple(outcomes))
+
+
+def episode_request(job: EpisodeJob, limits: EpisodeLimits, slot: str, program_dir: str) -> runner_pb2.RunEpisodeRequest:
+    episode = job.episode
+    return runner_pb2.RunEpisodeRequest(
+        slot=slot,
+        episode=runner_pb2.EpisodeSpec(split=episode.split, index=episode.index, payload=episode.payload),
+        policy_seed=episode.policy_seed,
+        limits=limits.to_proto(),
+        program_dir=program_dir,
+    )
+
+
+def episode_budget_s(limits: EpisodeLimits) -> float:
+    """How long the Host waits for a RunEpisode answer: the runner enforces the Episode's own deadlines."""
+    return limits.startup_deadline_s * 2 + limits.episode_deadline_s + 60
+
+
+def runner_outcome(job: EpisodeJob, record: Any) -> RunnerOutcome:
+    """How the runner says the Episode ended. Raises InfrastructureError(ENVIRONMENT_ERROR): not the policy's fault."""
+    outcome = OUTCOMES[record.outcome]
+    if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
+        episode = job.episode
+        raise InfrastructureError(
+            InfraErrorCode.ENVIRONMENT_ERROR,
+            f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
+            evidence=record.traceback,
+        )
+    return outcome
+
+
+def episode_outcome(job: EpisodeJob, record: Any, outcome: RunnerOutcome, exit_status: ContainerExit | None,
+                    tail: bytes) -> EpisodeOutcome:
+    """The published outcome of an Episode from the runner's record and how the policy's container ended."""
+    episode = job.episode
+    verdict = classify_episode(outcome, record.message, exit_status)
+    return EpisodeOutcome(
+        index=episode.index,
+        split=episode.split,
+        status=verdict.status,
+        failure=verdict.failure,
+        reason=verdict.reason,
+        steps=record.steps,
+        reward=record.total_reward,
+        terminated=record.terminated,
+        truncated=record.truncated,
+        policy_seconds=record.policy_seconds,
+        environment_seconds=record.environment_seconds,
+        loop_seconds=record.loop_seconds,
+        output_tail=tail.decode("utf-8", "replace"),
+        traceback=record.traceback,
+        summary=values.decode(record.summary) or {},
+        artifacts={a.name: a.data for a in record.artifacts},
+    )
+
+
+def run_over_lanes(
+    pool: ContainerPool,
+    jobs: Sequence[EpisodeJob],
+    lanes: int,
+    run_one: Callable[[int, EpisodeJob], EpisodeOutcome],
+    on_episode: Callable[[EpisodeOutcome], None] | None,
+    thread_prefix: str,
+) -> list[EpisodeOutcome]:
+    """Run the jobs, one thread per lane pulling from one queue; return outcomes in job order (so Feedback is the
+    same whatever the concurrency). Raises the first error a lane met; the other lanes stop taking jobs."""
+    results: list[EpisodeOutcome | None] = [None] * len(jobs)
+    cursor = iter(range(len(jobs)))
+    cursor_lock = threading.Lock()
+    failure: list[BaseException] = []
+
+    def lane_worker(lane: int) -> None:
+        while not failure:
+            with cursor_lock:
+                index = next(cursor, None)
+            if index is None:
+                return
+            try:
+                results[index] = run_one(lane, jobs[index])
+            except BaseException as exc:
+                failure.append(exc)
+                return
+            if on_episode is not None:
+                on_episode(results[index])
+
+    pool.begin_batch(len(jobs))
+    try:
+        threads = [threading.Thread(target=lane_worker, args=(lane,), name=f"{thread_prefix}-{lane}")
+                   for lane in range(max(1, min(lanes, len(jobs))))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        pool.end_batch()
+    if failure:
+        raise failure[0]
+    return [outcome for outcome in results if outcome is not None]
