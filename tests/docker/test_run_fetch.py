@@ -39,7 +39,8 @@ def assert_push_feedback(document: dict, indices: list[int]) -> None:
         summary = row["summary"]
         assert summary["end"] == "time_limit" and summary["steps"] == row["steps"] == 50
         assert row["return"] == -50.0 + summary["success_steps"]
-        assert summary["success"] is (summary["final_distance_m"] < 0.05)
+        # success is the unrounded distance under 5 cm; the summary rounds it to 0.1 mm, so 0.05 may be either
+        assert (summary["final_distance_m"] <= 0.05) if summary["success"] else (summary["final_distance_m"] >= 0.05)
         tokens = summary["trace"].split("; ")
         assert len(summary["trace"]) <= TRACE_LIMIT_CHARS and [t.split(":")[0] for t in tokens] == [str(s) for s in range(0, 51, 5)]
         assert abs(float(tokens[-1].split(":")[1].rstrip("*")) - 100 * summary["final_distance_m"]) <= 0.051  # cm, from metres
