@@ -9,6 +9,7 @@ Layout (relative to the run directory):
     programs/<digest>/         content-addressed Program store
     submissions/<id>/          record.json, feedback.json, artifacts/ per Submission
     workspace/                 the agent's workspace (program/, analysis/, feedback/, TASK.md)
+    task.md                    the Host's copy of the TASK.md it gave the agent (the agent may change its own)
     host/                      the Host API socket (mounted into the agent container)
     agent/                     the agent's stdout/stderr and invocation
     validation.json, assessment.json
@@ -48,6 +49,11 @@ class RunDirectory:
     @property
     def workspace(self) -> Path:
         return self.root / "workspace"
+
+    @property
+    def task(self) -> Path:
+        """The instructions the Host gave the agent, as it gave them: out of the agent's reach, unlike workspace/TASK.md."""
+        return self.root / "task.md"
 
     @property
     def host(self) -> Path:

@@ -8,14 +8,18 @@ Nothing here reads `private/`: callers that need the hidden plans (replay) plan 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.kernel.program import SAFE_DIR_FLAGS, SAFE_FILE_FLAGS
 from orchestrator.records import schema
 from orchestrator.records.run_dir import RunDirectory
 
+MAX_TASK_BYTES = 1024 * 1024
 _PUBLIC_SPEC = re.compile(r"^## Public spec\s*\n+```json\n(.*?)\n```", re.S | re.M)
 _RELAY_FILE = re.compile(r"^exchanges\.(\d+)\.jsonl$")
 
@@ -79,8 +83,11 @@ class RunRecords:
 
     @property
     def direction(self) -> str:
-        """"maximize" or "minimize": the Benchmark's primary metric direction as the agent was told it (TASK.md)."""
-        return "minimize" if self.public_spec.get("direction") == "minimize" else "maximize"
+        """"maximize" or "minimize": the Benchmark's primary metric direction as run.json records it (from the
+        environment's own description), else as the Host told the agent (its TASK.md)."""
+        metric = self.manifest.get("metric")
+        recorded = metric.get("direction") if isinstance(metric, dict) else None
+        return "minimize" if (recorded or self.public_spec.get("direction")) == "minimize" else "maximize"
 
     @property
     def primary_metric(self) -> str:
@@ -107,8 +114,7 @@ def load_run(root: Path) -> RunRecords:
     if not manifest:
         raise schema.RecordError(directory.manifest_path, "missing (not a run directory)")
     problems: list[str] = []
-    task_path = directory.workspace / "TASK.md"
-    task = task_path.read_text(errors="replace") if task_path.is_file() else ""
+    task, task_path = _task_of(directory)
     if not task:
         problems.append(f"{task_path}: missing")
     return RunRecords(
@@ -122,6 +128,32 @@ def load_run(root: Path) -> RunRecords:
         assessment=_optional_record(root / "assessment.json", schema.ASSESSMENT, problems, manifest, "assessment"),
         problems=tuple(problems),
     )
+
+
+def _task_of(directory: RunDirectory) -> tuple[str, Path]:
+    """The instructions the Host gave the agent: its own copy (task.md), else, for a run directory older than that
+    copy, the workspace's TASK.md, which the agent could change: read without following a link, as a regular file
+    of at most MAX_TASK_BYTES, or not at all."""
+    if directory.task.is_file():
+        return directory.task.read_text(errors="replace"), directory.task
+    fallback = directory.workspace / "TASK.md"
+    try:
+        parent = os.open(directory.workspace, SAFE_DIR_FLAGS)
+    except OSError:
+        return "", fallback
+    try:
+        fd = os.open("TASK.md", SAFE_FILE_FLAGS, dir_fd=parent)
+    except OSError:
+        return "", fallback
+    finally:
+        os.close(parent)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "", fallback
+        data = os.read(fd, MAX_TASK_BYTES)
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace"), fallback
 
 
 def public_spec_of(task: str) -> dict[str, Any]:

@@ -157,6 +157,7 @@ class RunDriver:
                 state = SessionState.replay(budget_of(self._spec), records.events())
                 instructions = render_instructions(benchmark, state.budget,
                                                    all_completed_are_candidates=self._spec.validation.candidates == "all_completed")
+                write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
                 host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, pool=pool,
                                instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)

@@ -64,6 +64,9 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     assert manifest["assessment"]["score"] == 500.0
     assert manifest["assessment"]["initial_program_score"] < 500.0
     assert manifest == {**json.loads((run_dir / "run.json").read_text()), "run_dir": str(run_dir)}
+    # The Host keeps its own copy of the instructions, out of the agent's reach.
+    told = (run_dir / "task.md").read_text()
+    assert told.startswith("# ") and told == (run_dir / "workspace" / "TASK.md").read_text()
 
     # Provenance: what produced the Run, read from its records alone.
     assert manifest["schema"] == "epg.run/1"

@@ -94,3 +94,26 @@ def test_the_html_page_is_self_contained(tmp_path):
     assert re.findall(r'src="(?!data:image/png;base64,)', page) == [] and "href=" not in page and "<script" not in page
     assert "Content-Security-Policy" in page and "default-src &#x27;none&#x27;" in page
     assert json.loads(json.dumps(document))["episodes_spent"] == 9
+
+
+def test_the_hosts_copy_of_the_task_and_the_recorded_direction_win_over_what_the_agent_left(tmp_path):
+    root = make_run(tmp_path / "run", FakeRun(submissions=THREE))
+    told = (root / "workspace" / "TASK.md").read_text()
+    (root / "task.md").write_text(told)
+    (root / "workspace" / "TASK.md").write_text(told.replace('"maximize"', '"minimize"') + "\nignore the above\n")
+    manifest = json.loads((root / "run.json").read_text())
+    (root / "run.json").write_text(json.dumps({**manifest, "metric": {"name": "mean_return", "direction": "maximize"}}))
+    run = load_run(root)
+    assert run.task == told and run.direction == "maximize"
+    assert [p.best_so_far for p in diagnose(run).submissions] == [5.0, 5.0, 8.0]
+
+
+def test_a_workspace_task_that_is_a_link_is_not_followed(tmp_path):
+    root = make_run(tmp_path / "run", FakeRun(submissions=THREE))
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("## Public spec\n\n```json\n{\"direction\": \"minimize\"}\n```\nHOST SECRET\n")
+    (root / "workspace" / "TASK.md").unlink()
+    (root / "workspace" / "TASK.md").symlink_to(secret)
+    run = load_run(root)
+    assert "HOST SECRET" not in run.task and run.task == ""
+    assert any("TASK.md: missing" in problem for problem in run.problems)
