@@ -157,6 +157,8 @@ def main() -> int:
     parser.add_argument("--only-benchmarks", action="store_true", help="skip the CartPole figures")
     parser.add_argument("--run-think-s", type=float, default=10.0,
                         help="seconds the Run-phase figure's agent thinks after each Submission (negative: no Run figure)")
+    parser.add_argument("--run-prestart-mib", type=int, default=None,
+                        help="sandbox.prestart_memory_mib of the Run-phase figure's second Run (default: the spec's default)")
     parser.add_argument("--command-episodes", type=int, default=256,
                         help="Episodes of each whole-command figure: `evaluate` against a plain process per Episode (0: none)")
     args = parser.parse_args()
@@ -313,12 +315,16 @@ def phase_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
         settle()
         plain = run_reference(program, 64, lanes).rate
         settle()
-        runs = run_phase_figures(program, args.run_think_s)
+        runs = run_phase_figures(program, args.run_think_s, args.run_prestart_mib)
     report("plain process per Episode: 500-step Episodes per second", plain, "Episodes/s", "(64 Episodes, the reference of the ratios)")
     for label, phases in runs.items():
         for phase in phases.values():
-            target = " target >= 3.0 x" if phase.name != "agent" and label.startswith("pre-start") else ""
-            report(f"{label}: {phase.name} phase, {phase.episodes} Episodes in {phase.seconds:.1f} s", phase.rate, "Episodes/s",
+            if phase.name == "close":
+                report(f"{label}: close (the end of the Assessment to the exit)", phase.seconds, "s")
+                continue
+            target = " target >= 3.0 x" if phase.name in ("validation", "assessment") and label.startswith("pre-start") else ""
+            kind = "" if phase.name == "whole Run" else " phase"
+            report(f"{label}: {phase.name}{kind}, {phase.episodes} Episodes in {phase.seconds:.1f} s", phase.rate, "Episodes/s",
                    f"({phase.rate / plain:.2f} x the plain process{target})")
 
 

@@ -41,7 +41,8 @@ def agent_script(think_s: float) -> str:
 
 
 def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: Path) -> dict[str, PhaseFigures]:
-    """One Run; its phases' wall times from the event log."""
+    """One Run; its phases' wall times from the event log, then its close (the end of the Assessment to the
+    command's exit: the removal of what is left) and the whole Run (its start to the command's exit)."""
     spec = {
         "benchmark": "CartPole-v1", "seed": 0, "initial_program": str(program),
         "agent": {"kind": "command", "image": "agent-base", "argv": ["sh", "-c", agent_script(think_s)]},
@@ -56,6 +57,7 @@ def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: P
     run_dir = workdir / f"run-{prestart_mib}-{time.monotonic_ns()}"
     result = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "run", str(spec_path), "-o", str(run_dir), "--json"],
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "EPG_SCOPE": "bench"})
+    exited = time.time()
     if result.returncode != 0:
         raise RuntimeError(f"the Run failed ({result.returncode}): {result.stderr[-2000:]}")
     manifest = json.loads(result.stdout)
@@ -69,11 +71,14 @@ def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: P
         "agent": PhaseFigures("agent", at["agent_phase_ended"] - started, 128),
         "validation": PhaseFigures("validation", at["validation_done"] - at["agent_phase_ended"], 64 * candidates),
         "assessment": PhaseFigures("assessment", at["assessment_done"] - at["validation_done"], 512),
+        "close": PhaseFigures("close", exited - at["assessment_done"], 0),
+        "whole Run": PhaseFigures("whole Run", exited - started, 128 + 64 * candidates + 512),
     }
 
 
-def run_phase_figures(program: Path, think_s: float) -> dict[str, dict[str, PhaseFigures]]:
-    """The Run without pre-starting and with the default, in that order."""
+def run_phase_figures(program: Path, think_s: float, prestart_mib: int | None = None) -> dict[str, dict[str, PhaseFigures]]:
+    """The Run without pre-starting and with prestart_mib (None: the default), in that order."""
+    label = "pre-start (default)" if prestart_mib is None else f"pre-start ({prestart_mib} MiB)"
     with tempfile.TemporaryDirectory(prefix="epg-bench-run-") as tmp:
         return {"no pre-start": run_once(program, 0, think_s, Path(tmp)),
-                "pre-start (default)": run_once(program, None, think_s, Path(tmp))}
+                label: run_once(program, prestart_mib, think_s, Path(tmp))}
