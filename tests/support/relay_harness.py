@@ -165,7 +165,7 @@ def serving(server: Server) -> Iterator[Server]:
         server.server_close()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StartedRelay:
     """A relay under test, the loopback port of the bridge the agent would call it through, and its record's path."""
 

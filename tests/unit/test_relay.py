@@ -18,6 +18,7 @@ SECRET = "sk-host-only-credential"
 
 @pytest.fixture
 def upstream(monkeypatch):
+    """The fake upstream, answering a streamed Responses answer; proxy variables cleared."""
     clear_proxy_variables(monkeypatch)
     with serving(FakeUpstream(answer=RESPONSES_SSE)) as server:
         yield server
