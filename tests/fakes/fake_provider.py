@@ -70,6 +70,7 @@ import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 from urllib.parse import urlsplit
 
 # Prefixes for ids of the tool calls this server issues.  Only results for
@@ -148,6 +149,14 @@ def _approx_tokens(obj) -> int:
     return max(1, len(json.dumps(obj)) // 4)
 
 
+def _first_named(declared: dict, names: tuple[str, ...]) -> dict | None:
+    """The declaration of the first of `names` that `declared` (tool declarations by name) holds, or None."""
+    for name in names:
+        if name in declared:
+            return declared[name]
+    return None
+
+
 def _shell_args_from_schema(tool: dict, command: str) -> dict:
     """Build Codex shell-tool arguments that fit the tool's JSON schema."""
     params = tool.get("parameters") or {}
@@ -171,10 +180,7 @@ def responses_find_shell_tool(body: dict) -> dict | None:
     for tool in body.get("tools") or []:
         if tool.get("type") == "function" and tool.get("name"):
             by_name[tool["name"]] = tool
-    for name in CODEX_SHELL_TOOLS:
-        if name in by_name:
-            return by_name[name]
-    return None
+    return _first_named(by_name, CODEX_SHELL_TOOLS)
 
 
 def responses_turn_index(body: dict) -> int:
@@ -356,10 +362,7 @@ def gemini_find_shell_tool(body: dict) -> dict | None:
     for tool in body.get("tools") or []:
         for function in (tool.get("functionDeclarations") or []) if isinstance(tool, dict) else []:
             declared[function.get("name")] = function
-    for name in GEMINI_SHELL_TOOLS:
-        if name in declared:
-            return declared[name]
-    return None
+    return _first_named(declared, GEMINI_SHELL_TOOLS)
 
 
 def gemini_turn_index(body: dict) -> int:
@@ -412,10 +415,7 @@ def chat_find_shell_tool(body: dict) -> dict | None:
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict):
             declared[function.get("name")] = function
-    for name in GEMINI_SHELL_TOOLS:
-        if name in declared:
-            return declared[name]
-    return None
+    return _first_named(declared, GEMINI_SHELL_TOOLS)
 
 
 def chat_turn_index(body: dict) -> int:
@@ -618,13 +618,16 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"type": "not_found_error",
                                             "message": f"no route {self.path}"}})
 
+    def _play(self, tool: dict | None, turn_index: Callable[[dict], int], body: dict) -> tuple[dict | None, int, str]:
+        """The script turn a request plays, its index and its log note; without the shell tool it is auxiliary (None, -1)."""
+        if tool is None:
+            return None, -1, "aux"
+        index = turn_index(body)
+        return self.script.turn(index), index, f"turn {index}"
+
     def _responses(self, body: dict) -> None:
         tool = responses_find_shell_tool(body)
-        if tool is None:
-            turn, index, note = None, -1, "aux"
-        else:
-            index = responses_turn_index(body)
-            turn, note = self.script.turn(index), f"turn {index}"
+        turn, index, note = self._play(tool, responses_turn_index, body)
         resp_id = f"resp_fake_{self._seq}"
         events = responses_events(body, turn, tool, resp_id, max(index, 0))
         if body.get("stream", False):
@@ -641,11 +644,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"code": 404, "status": "NOT_FOUND", "message": f"no method {method}"}})
             return
         tool = gemini_find_shell_tool(body)
-        if tool is None:
-            turn, index, note = None, -1, "aux"
-        else:
-            index = gemini_turn_index(body)
-            turn, note = self.script.turn(index), f"turn {index}"
+        turn, index, note = self._play(tool, gemini_turn_index, body)
         config = body.get("generationConfig") or {}
         json_mode = config.get("responseMimeType") == "application/json"
         chunks = gemini_chunks(body, gemini_parts(turn, tool, max(index, 0), json_mode), model)
@@ -661,11 +660,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict) -> None:
         tool = chat_find_shell_tool(body)
-        if tool is None:
-            turn, index, note = None, -1, "aux"
-        else:
-            index = chat_turn_index(body)
-            turn, note = self.script.turn(index), f"turn {index}"
+        turn, index, note = self._play(tool, chat_turn_index, body)
         chunks = chat_chunks(body, turn, tool, f"chatcmpl_fake_{self._seq}", max(index, 0))
         if body.get("stream", False):
             self._send_sse(chunks, named=False, note=note, done=True)
@@ -674,11 +669,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _messages(self, body: dict) -> None:
         tool = messages_find_shell_tool(body)
-        if tool is None:
-            turn, index, note = None, -1, "aux"
-        else:
-            index = messages_turn_index(body)
-            turn, note = self.script.turn(index), f"turn {index}"
+        turn, index, note = self._play(tool, messages_turn_index, body)
         content, stop = messages_content(turn, tool, max(index, 0))
         message = {
             "id": f"msg_fake_{self._seq}", "type": "message", "role": "assistant",
