@@ -62,15 +62,17 @@ SECRETS = [EXPIRED, FRESH, REFRESH_OLD, REFRESH_NEW]
 AGENT_SCRIPT = f'''set -e
 python3 -m orchestrator.session.relay_bridge --port 8765 &
 python3 - <<'EOF'
-import json, os, subprocess, time, urllib.request
-for _ in range(100):
+import json, os, subprocess, time, urllib.error, urllib.request
+for _ in range(100):  # until the bridge listens: urlopen reports a refused connection as URLError
     try:
         request = urllib.request.Request("http://127.0.0.1:8765/v1/responses", data=b'{{"model": "m", "input": "hi"}}',
                                          method="POST", headers={{"Authorization": "Bearer provided-by-the-host-relay"}})
         with urllib.request.urlopen(request, timeout=20) as response:
             call = {{"status": response.status, "body": response.read().decode()}}
         break
-    except ConnectionError:
+    except urllib.error.HTTPError:
+        raise  # the relay answered: no retry
+    except urllib.error.URLError:
         time.sleep(0.1)
 secrets = [bytes.fromhex(h) for h in {[s.encode().hex() for s in SECRETS]!r}]
 hits = [k for k, v in os.environ.items() if any(s.decode() in v for s in secrets)]
