@@ -7,8 +7,9 @@ loaded by every `pytest` through the `pytest11` entry point `epg`. Options
 - `--epg-image IMAGE`: the environment image under test. Default: the image of
   the package in `--epg-package`, built (or found up to date) by the image builder.
 - `--epg-package DIR`: the environment package (its `pyproject.toml` with
-  `[tool.epg]`, its baseline Program). Default: pytest's rootdir. A conftest may
-  override the `epg_package_dir` fixture instead.
+  `[tool.epg]`, its baseline Program). Default: the nearest directory at or above
+  the test module holding such a `pyproject.toml` (up to pytest's rootdir), else
+  the rootdir. A conftest may override the `epg_package_dir` fixture instead.
 - `--epg-episodes N`: Episodes of the baseline run (default 3).
 - `--epg-base auto|debootstrap|IMAGE`: the base image of builds (default auto).
 
@@ -16,27 +17,35 @@ Fixtures: `epg_image`, `epg_environment` (the conformance checks run inside the
 image, in a hardened container started with testcontainers), `epg_check_report`
 (the same report, asserted to pass), `epg_baseline` (the package's baseline
 Program through the real sandbox: its Feedback), `epg_baselines` (the same for
-each Benchmark of an image holding several: id -> Feedback). `assert_checks_pass` is the
-assertion on its own. Example, the whole of an author's image test:
+each Benchmark of an image holding several: id -> Feedback), `epg_completed_baseline`
+and `epg_completed_baselines` (the same, asserted to have completed every Episode),
+`epg_env_test` (runs `epg-orchestrate env test IMAGE --baseline DIR --json` and checks
+that it left no container). `assert_checks_pass` and `assert_episodes_completed` are
+the assertions on their own. Example, the whole of an author's image test:
 
     def test_conformance(epg_check_report):
         assert epg_check_report.benchmarks
 
-    def test_baseline_completes(epg_baseline):
-        assert all(episode.failure is None for episode in epg_baseline.episodes)
+    def test_baseline_completes(epg_completed_baseline):
+        assert epg_completed_baseline.score > 0
 
 A missing Docker engine, a missing image or a package that cannot be read fails
 the fixture with one clear message; nothing here ever skips. Every container
 started carries the orchestrator's labels (`epg-orchestrate gc` reaps them) and
 is removed when the session ends. Results are computed once per image per
-session, so one session can test several packages (a conftest per package
-overriding `epg_package_dir`), and the fixtures are module-scoped for that reason.
+session, so one session can test several packages (each test module finds the
+package it sits in, or a conftest per package overrides `epg_package_dir`), and
+the fixtures are module-scoped for that reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +61,7 @@ if TYPE_CHECKING:  # the engine, docker-py, testcontainers and NumPy load only w
 
 BENCHMARKS_LABEL = "org.evopolicygym.benchmarks"
 CHECK_TIMEOUT_S = 600.0
+ENV_TEST_TIMEOUT_S = 1200.0
 _OPTIONS = {
     "epg_image": "the environment image under test (default: built from the package)",
     "epg_package": "the environment package directory (default: the rootdir)",
@@ -87,6 +97,25 @@ def assert_checks_pass(report: ImageReport) -> None:
     if not report.ok:
         lines = "\n".join(f"  {line}" for line in report.failures())
         pytest.fail(f"{report.image}: {len(report.failures())} conformance check(s) failed:\n{lines}", pytrace=False)
+
+
+def assert_episodes_completed(feedback: EvaluationFeedback, name: str = "the baseline") -> None:
+    """Fail the calling test unless the Feedback holds Episodes 0..n-1 (n >= 1), each completed without a failure after at least one step.
+
+    name (for example a Benchmark id) begins the failure message.
+    """
+    episodes = feedback.episodes
+    if not episodes:
+        pytest.fail(f"{name}: the Feedback holds no Episode", pytrace=False)
+    problems = []
+    indices = [episode.index for episode in episodes]
+    if indices != list(range(len(episodes))):
+        problems.append(f"Episode indices are {indices}, not 0..{len(episodes) - 1}")
+    problems += [f"Episode {e.index}: {e.status.value}, failure {e.failure}" for e in episodes if (e.status.value, e.failure) != ("completed", None)]
+    problems += [f"Episode {e.index}: {e.steps} steps" for e in episodes if e.steps <= 0]
+    if problems:
+        lines = "\n".join(f"  {line}" for line in problems)
+        pytest.fail(f"{name}: {len(problems)} problem(s) in {len(episodes)} Episode(s):\n{lines}", pytrace=False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -148,9 +177,31 @@ def _epg_session(request: pytest.FixtureRequest):
 
 @pytest.fixture(scope="module")
 def epg_package_dir(request: pytest.FixtureRequest) -> Path:
-    """The environment package directory: `--epg-package`, else pytest's rootdir. Override it in a conftest."""
+    """The environment package directory. Override it in a conftest.
+
+    `--epg-package`, else the nearest directory at or above the test module whose
+    pyproject.toml has a [tool.epg] table (looking no higher than pytest's rootdir),
+    else the rootdir. Fails the test when a pyproject.toml on the way cannot be read.
+    """
     value = _option(request.config, "epg_package")
-    return Path(value).resolve() if value else request.config.rootpath
+    if value:
+        return Path(value).resolve()
+    return _enclosing_package(Path(request.path), request.config.rootpath) or request.config.rootpath
+
+
+def _enclosing_package(path: Path, rootdir: Path) -> Path | None:
+    """The nearest directory at or above path, and at or below rootdir, that is an environment package; None when there is none."""
+    from orchestrator.images.catalogue import CatalogueError, is_package_dir
+
+    for directory in path.resolve().parents:
+        if not directory.is_relative_to(rootdir.resolve()):
+            return None
+        try:
+            if is_package_dir(directory):
+                return directory
+        except CatalogueError as exc:
+            pytest.fail(f"looking for the environment package of {path}: {exc}", pytrace=False)
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +286,53 @@ def epg_baselines(request: pytest.FixtureRequest, _epg_session: _Session, epg_im
     """
     return {benchmark_id: _baseline_feedback(request, _epg_session, epg_image, epg_package, benchmark_id, entry)
             for benchmark_id, entry in _benchmarks_of(_epg_session, epg_image, epg_package).items()}
+
+
+@pytest.fixture(scope="module")
+def epg_completed_baseline(epg_baseline: EvaluationFeedback) -> EvaluationFeedback:
+    """epg_baseline, after failing the test unless it completed every Episode (assert_episodes_completed)."""
+    assert_episodes_completed(epg_baseline)
+    return epg_baseline
+
+
+@pytest.fixture(scope="module")
+def epg_completed_baselines(epg_baselines: dict[str, EvaluationFeedback]) -> dict[str, EvaluationFeedback]:
+    """epg_baselines, after failing the test, naming the Benchmark, unless each completed every Episode."""
+    for benchmark_id, feedback in epg_baselines.items():
+        assert_episodes_completed(feedback, benchmark_id)
+    return epg_baselines
+
+
+@pytest.fixture(scope="module")
+def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: EnvironmentPackage) -> Callable[..., dict]:
+    """run(program_dir, episodes=3) -> the JSON report of `epg-orchestrate env test IMAGE --baseline program_dir -n episodes`.
+
+    The command checks every Benchmark of the image under test and runs the
+    Program on each through the real sandbox, finding packages next to this one
+    (`--environments` its parent). Its containers carry a scope label of this
+    fixture's own. run fails the test when the command crashes (an exit status
+    other than 0 or 1, or one that disagrees with the report's `ok`) or leaves
+    any container of that scope behind; a failed check is in the report.
+    """
+    from orchestrator.backends.labels import SCOPE
+
+    scope = f"epg-env-test-{secrets.token_hex(4)}"
+
+    def run(program_dir: Path, episodes: int = 3) -> dict:
+        command = [sys.executable, "-m", "orchestrator.cli.app", "env", "test", epg_image, "--baseline", str(program_dir),
+                   "-n", str(episodes), "--json", "--environments", str(epg_package.root.parent)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=ENV_TEST_TIMEOUT_S, env={**os.environ, "EPG_SCOPE": scope})
+        leftovers = [c.short_id for c in _epg_session.engine.client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"})]
+        if leftovers:
+            pytest.fail(f"env test left containers {leftovers}", pytrace=False)
+        if result.returncode not in (0, 1):
+            pytest.fail(f"env test exited {result.returncode}:\n{result.stderr[-3000:]}", pytrace=False)
+        report = json.loads(result.stdout)
+        if result.returncode != (0 if report["ok"] else 1):
+            pytest.fail(f"env test exited {result.returncode} with a report whose ok is {report['ok']}", pytrace=False)
+        return report
+
+    return run
 
 
 def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: str, package: EnvironmentPackage,

@@ -1,7 +1,8 @@
 """Conformance checks of a Benchmark, as library code: a report, never an exception.
 
 Every environment package's tests call check_benchmark; it is also the basis
-of checking an environment image in isolation.
+of checking an environment image in isolation. cycle_actions and feedback_bytes
+serve authors' own tests of the same properties.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import importlib
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from epg_sdk.benchmark import Benchmark, EpisodeRecord
+from epg_sdk.benchmark import Benchmark, EpisodeRecord, Feedback
 from epg_sdk.planning import SPLITS
 from epg_sdk.protocol import values
 
@@ -66,6 +68,19 @@ def check_benchmark(
         _run("feedback is bounded and free of private data", lambda: _feedback(benchmark)),
     ]
     return CheckReport(benchmark_id=spec_id, checks=tuple(checks))
+
+
+def cycle_actions(actions: Sequence[Any]) -> Callable[[Any, int], Any]:
+    """An action function for check_benchmark: step i sends actions[i % len(actions)], whatever the observation."""
+    chosen = list(actions)
+    if not chosen:
+        raise ValueError("cycle_actions needs at least one action")
+    return lambda observation, step: chosen[step % len(chosen)]
+
+
+def feedback_bytes(feedback: Feedback) -> int:
+    """The size in bytes of a Feedback's values as the protocol encodes them: what FEEDBACK_LIMIT_BYTES bounds."""
+    return len(values.encode(feedback.values).SerializeToString())
 
 
 def _run(name: str, check: Callable[[], str | None]) -> Check:

@@ -1,8 +1,12 @@
-"""Evaluate a Program against a Benchmark in local processes, without containers.
+"""Evaluate a Program against a Benchmark in local processes, without containers, and the other helpers of authors' tests.
 
 For Benchmark authors' tests and for measuring the cost of isolation: the same
 runner loop and policy runtime as in the sandbox, but the policy is a plain
-subprocess with no isolation at all. Never use it for untrusted code.
+subprocess with no isolation at all. Never use it for untrusted code. Beside it:
+summary_values (one summary value of each Episode of a Feedback),
+drive_environment (one Episode stepped in-process), entry_point_ids and
+locked_pins (what an environment package declares), run_python (a fresh
+interpreter with the package importable).
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 from epg.v1 import runner_pb2
-from epg_sdk.benchmark import Benchmark, Feedback
+from epg_sdk.benchmark import Benchmark, Environment, Feedback, StepResult
 from epg_sdk.codes import RunnerOutcome
 from epg_sdk.outcomes import ContainerExit, classify_episode
 from epg_sdk.planning import policy_seed
@@ -111,3 +118,64 @@ def evaluate_locally(
         for i, p in enumerate(payloads)
     ]
     return benchmark.feedback(feedback_records(records))
+
+
+def summary_values(feedback: Feedback, key: str) -> list[Any]:
+    """The value of key in each Episode's summary, in plan order, of a Feedback laid out like Benchmark.feedback's (values["episodes"][i]["summary"])."""
+    return [row["summary"][key] for row in feedback.values["episodes"]]
+
+
+def drive_environment(
+    benchmark: Benchmark, payload: bytes, choose: Callable[[Any, int], Any], limit: int | None = None
+) -> tuple[Environment, list[Any], list[StepResult]]:
+    """Step a fresh Environment of payload in this process with choose(observation, step) -> action, each action validated.
+
+    Stops when a step terminates or truncates the Episode, or after limit steps
+    (default: the spec's horizon). Returns the Environment, still open (the caller
+    reads its summary and closes it), the observations (the reset's first) and
+    the step results. Raises what the Benchmark raises, InvalidAction included.
+    """
+    environment = benchmark.make_environment(payload)
+    observations = [environment.reset()]
+    results: list[StepResult] = []
+    while len(results) < (limit or benchmark.spec.horizon):
+        result = environment.step(benchmark.validate_action(choose(observations[-1], len(results))))
+        observations.append(result.observation)
+        results.append(result)
+        if result.terminated or result.truncated:
+            break
+    return environment, observations, results
+
+
+def entry_point_ids(package_root: Path) -> dict[str, str]:
+    """Each Benchmark id the package's pyproject.toml registers (`epg.benchmarks` entry points) -> the spec id its factory makes.
+
+    Imports each factory's module (the package must be importable) and calls the
+    factory; a package whose entry points are right maps every id to itself.
+    Raises KeyError when the pyproject.toml has no such entry points.
+    """
+    project = tomllib.loads((Path(package_root) / "pyproject.toml").read_text())
+    made = {}
+    for benchmark_id, entry in project["project"]["entry-points"]["epg.benchmarks"].items():
+        module, _, factory = entry.partition(":")
+        made[benchmark_id] = getattr(import_module(module), factory)().spec.id
+    return made
+
+
+def locked_pins(package_root: Path) -> dict[str, str]:
+    """Distribution -> version of every `name==version` line of the package's requirements.lock (comments and blank lines skipped)."""
+    lines = (Path(package_root) / "requirements.lock").read_text().splitlines()
+    return dict(line.split("==") for line in lines if line and not line.startswith("#"))
+
+
+def run_python(code: str, package_root: Path, *, unset: Iterable[str] = (), timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run code in a fresh interpreter with package_root, then this interpreter's path, on PYTHONPATH; return the finished process.
+
+    The environment is this process's without the variables named in unset;
+    stdout and stderr are captured as text. Raises subprocess.TimeoutExpired
+    when it runs longer than timeout_s.
+    """
+    removed = set(unset)
+    environment = {key: value for key, value in os.environ.items() if key not in removed}
+    environment["PYTHONPATH"] = os.pathsep.join([str(package_root), *sys.path])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=timeout_s)

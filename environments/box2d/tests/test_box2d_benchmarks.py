@@ -13,6 +13,7 @@ from epg_env_box2d.box2d_benchmark import FELL, LEFT_PLAYFIELD, NOT_ENDED, TIME_
 from epg_sdk.benchmark import Benchmark, InvalidAction
 from epg_sdk.checks import check_benchmark
 from epg_sdk.protocol import values
+from epg_sdk.testing import drive_environment
 from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 
@@ -24,20 +25,6 @@ def bipedal() -> Benchmark:
 @pytest.fixture(scope="module")
 def carracing() -> Benchmark:
     return make_carracing_benchmark()
-
-
-def drive(benchmark: Benchmark, payload: bytes, choose, limit: int) -> tuple[Any, list[Any], list[Any]]:
-    """Run up to `limit` steps with choose(observation, step) -> action; return the Environment, observations and results."""
-    environment = benchmark.make_environment(payload)
-    observations = [environment.reset()]
-    results = []
-    while len(results) < limit:
-        result = environment.step(benchmark.validate_action(choose(observations[-1], len(results))))
-        observations.append(result.observation)
-        results.append(result)
-        if result.terminated or result.truncated:
-            break
-    return environment, observations, results
 
 
 def test_bipedal_spec(bipedal: Benchmark) -> None:
@@ -76,7 +63,7 @@ def test_carracing_passes_the_conformance_checks(carracing: Benchmark) -> None:
 
 
 def test_bipedal_observations_are_float32_vectors_that_encode_as_tensors(bipedal: Benchmark) -> None:
-    _env, observations, results = drive(bipedal, bipedal.plan("train", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=5)
+    _env, observations, results = drive_environment(bipedal, bipedal.plan("train", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=5)
     for observation in observations:
         assert type(observation) is np.ndarray and observation.dtype == np.float32 and observation.shape == (24,)
     assert values.encode(observations[-1]).WhichOneof("kind") == "tensor"
@@ -85,7 +72,7 @@ def test_bipedal_observations_are_float32_vectors_that_encode_as_tensors(bipedal
 
 
 def test_carracing_observations_are_uint8_images_that_encode_as_raw_tensors(carracing: Benchmark) -> None:
-    _env, observations, _results = drive(carracing, carracing.plan("train", 0, 1)[0], lambda o, s: np.array([0.0, 0.2, 0.0], np.float32), limit=3)
+    _env, observations, _results = drive_environment(carracing, carracing.plan("train", 0, 1)[0], lambda o, s: np.array([0.0, 0.2, 0.0], np.float32), limit=3)
     for observation in observations:
         assert type(observation) is np.ndarray and observation.dtype == np.uint8 and observation.shape == (96, 96, 3)
     encoded = values.encode(observations[-1])
@@ -127,7 +114,7 @@ def test_valid_actions_become_float32_arrays_of_the_space(bipedal: Benchmark, ca
 
 
 def test_bipedal_without_torque_falls_and_the_summary_says_so(bipedal: Benchmark) -> None:
-    environment, _obs, results = drive(bipedal, bipedal.plan("train", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=1600)
+    environment, _obs, results = drive_environment(bipedal, bipedal.plan("train", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=1600)
     assert results[-1].terminated and results[-1].reward == -100.0
     summary = environment.summary()
     assert (summary["end"], summary["fell"], summary["steps"]) == (FELL, True, len(results))
@@ -138,13 +125,13 @@ def test_bipedal_without_torque_falls_and_the_summary_says_so(bipedal: Benchmark
 
 
 def test_bipedal_summary_before_the_end_says_not_ended(bipedal: Benchmark) -> None:
-    environment, _obs, _results = drive(bipedal, bipedal.plan("train", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=10)
+    environment, _obs, _results = drive_environment(bipedal, bipedal.plan("train", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=10)
     summary = environment.summary()
     assert (summary["end"], summary["fell"], summary["steps"]) == (NOT_ENDED, False, 10)
 
 
 def test_carracing_standing_still_costs_a_tenth_per_step_and_stays_on_the_track(carracing: Benchmark) -> None:
-    environment, _obs, results = drive(carracing, carracing.plan("train", 1, 1)[0], lambda o, s: np.zeros(3, np.float32), limit=60)
+    environment, _obs, results = drive_environment(carracing, carracing.plan("train", 1, 1)[0], lambda o, s: np.zeros(3, np.float32), limit=60)
     assert [round(r.reward, 6) for r in results[1:]] == [-0.1] * 59  # the first step may touch a start tile
     summary = environment.summary()
     assert summary["off_track_steps"] == 0 and summary["steps"] == 60 and summary["end"] == NOT_ENDED
@@ -154,8 +141,8 @@ def test_carracing_standing_still_costs_a_tenth_per_step_and_stays_on_the_track(
 
 def test_carracing_counts_tiles_and_off_track_steps_and_ends_off_the_playfield(carracing: Benchmark) -> None:
     # Full gas, steering hard right: the car leaves the road, circles on the grass and eventually leaves the playfield or runs out of time.
-    environment, _obs, results = drive(carracing, carracing.plan("train", 2, 1)[0], lambda o, s: np.array([0.0 if s < 40 else 1.0, 1.0, 0.0], np.float32),
-                                       limit=400)
+    environment, _obs, results = drive_environment(carracing, carracing.plan("train", 2, 1)[0],
+                                                   lambda o, s: np.array([0.0 if s < 40 else 1.0, 1.0, 0.0], np.float32), limit=400)
     summary = environment.summary()
     assert summary["tiles_visited"] > 0 and 0 < summary["off_track_steps"] <= summary["steps"] == len(results)
     assert summary["off_track_fraction"] == round(summary["off_track_steps"] / summary["steps"], 4)

@@ -11,8 +11,7 @@ import pytest
 from epg_env_box2d import make_bipedal_benchmark, make_carracing_benchmark
 from epg_env_box2d.box2d_benchmark import END_CAUSES, MAX_DETAILED_EPISODES, POLICY_FAILURE
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
-from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
-from epg_sdk.protocol import values
+from epg_sdk.checks import FEEDBACK_LIMIT_BYTES, feedback_bytes
 from epg_sdk.trace import TRACE_LIMIT_CHARS, BoundedTrace
 
 
@@ -59,7 +58,7 @@ def test_feedback_counts_the_end_causes_and_marks_policy_failures(carracing: Ben
 def test_feedback_of_many_episodes_is_bounded_and_shortens_later_summaries(bipedal: Benchmark) -> None:
     count = 1024
     feedback = bipedal.feedback(_records(count, failed={5}))
-    size = len(values.encode(feedback.values).SerializeToString())
+    size = feedback_bytes(feedback)
     assert size <= FEEDBACK_LIMIT_BYTES, size
     rows = feedback.values["episodes"]
     assert len(rows) == count and feedback.values["shortened_summaries"] == count - MAX_DETAILED_EPISODES

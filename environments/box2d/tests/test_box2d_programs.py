@@ -7,7 +7,7 @@ from pathlib import Path
 
 from epg_env_box2d import make_bipedal_benchmark, make_carracing_benchmark
 from epg_env_box2d.box2d_benchmark import END_CAUSES
-from epg_sdk.testing import evaluate_locally
+from epg_sdk.testing import evaluate_locally, summary_values
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BASELINE = PACKAGE_ROOT / "baseline"
@@ -85,8 +85,5 @@ def test_carracing_baseline_follows_the_road_where_random_barely_moves() -> None
 
 
 def test_random_program_replays_its_actions_for_the_same_episode() -> None:
-    first = evaluate_locally(make_bipedal_benchmark(), RANDOM, episodes=2, split="train", seed=7)
-    again = evaluate_locally(make_bipedal_benchmark(), RANDOM, episodes=2, split="train", seed=7)
-    other = evaluate_locally(make_bipedal_benchmark(), RANDOM, episodes=2, split="train", seed=8)
-    traces = [[row["summary"]["trace"] for row in feedback.values["episodes"]] for feedback in (first, again, other)]
+    traces = [summary_values(evaluate_locally(make_bipedal_benchmark(), RANDOM, episodes=2, split="train", seed=seed), "trace") for seed in (7, 7, 8)]
     assert traces[0] == traces[1] and traces[0] != traces[2]

@@ -12,6 +12,7 @@ from epg_env_fetch.fetch_benchmark import NOT_ENDED, TIME_LIMIT, TRACE_EVERY
 from epg_sdk.benchmark import Benchmark, InvalidAction
 from epg_sdk.checks import check_benchmark
 from epg_sdk.protocol import values
+from epg_sdk.testing import drive_environment
 from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 KEYS = {"observation", "achieved_goal", "desired_goal"}
@@ -22,20 +23,6 @@ MAKERS = {PUSH_ID: make_push_benchmark, PICK_AND_PLACE_ID: make_pick_and_place_b
 @pytest.fixture(scope="module", params=sorted(MAKERS))
 def benchmark(request) -> Benchmark:
     return MAKERS[request.param]()
-
-
-def drive(benchmark: Benchmark, payload: bytes, choose, limit: int | None = None) -> tuple[Any, list[Any], list[Any]]:
-    """Run one Episode to the horizon (or limit) with choose(observation) -> action; the runner's horizon is 50."""
-    environment = benchmark.make_environment(payload)
-    observations = [environment.reset()]
-    results = []
-    while len(results) < (limit or benchmark.spec.horizon):
-        result = environment.step(benchmark.validate_action(choose(observations[-1])))
-        observations.append(result.observation)
-        results.append(result)
-        if result.terminated or result.truncated:
-            break
-    return environment, observations, results
 
 
 def test_spec_describes_the_dict_observation_and_the_four_number_action(benchmark: Benchmark) -> None:
@@ -70,7 +57,7 @@ def test_benchmark_passes_the_conformance_checks(benchmark: Benchmark) -> None:
 
 def test_observations_are_dicts_of_float64_arrays_whose_goals_are_the_block_and_the_target(benchmark: Benchmark) -> None:
     payload, other = benchmark.plan("train", 0, 2)
-    environment, observations, _ = drive(benchmark, payload, lambda o: np.array([0.5, 0.0, 0.0, 1.0], np.float32), limit=6)
+    environment, observations, _ = drive_environment(benchmark, payload, lambda o, s: np.array([0.5, 0.0, 0.0, 1.0], np.float32), limit=6)
     first = observations[0]
     assert type(first) is dict and set(first) == KEYS
     for key, value in first.items():
@@ -98,8 +85,8 @@ def test_dict_observations_survive_the_value_codec_as_dicts_of_arrays(benchmark:
 
 def test_reward_is_zero_within_five_centimetres_of_the_goal_and_minus_one_elsewhere(benchmark: Benchmark) -> None:
     rng = np.random.default_rng(0)
-    environment, observations, results = drive(benchmark, benchmark.plan("train", 3, 1)[0],
-                                               lambda o: rng.uniform(-1, 1, 4).astype(np.float32))
+    environment, observations, results = drive_environment(benchmark, benchmark.plan("train", 3, 1)[0],
+                                                           lambda o, s: rng.uniform(-1, 1, 4).astype(np.float32))
     assert len(results) == 50 and not any(r.terminated or r.truncated for r in results)  # never ends early
     for observation, result in zip(observations[1:], results, strict=True):
         distance = np.linalg.norm(observation["achieved_goal"] - observation["desired_goal"])
@@ -112,7 +99,7 @@ def test_reward_is_zero_within_five_centimetres_of_the_goal_and_minus_one_elsewh
 
 
 def test_the_summary_trace_has_the_distance_every_five_steps(benchmark: Benchmark) -> None:
-    environment, observations, _ = drive(benchmark, benchmark.plan("test", 0, 1)[0], lambda o: np.zeros(4, np.float32), limit=12)
+    environment, observations, _ = drive_environment(benchmark, benchmark.plan("test", 0, 1)[0], lambda o, s: np.zeros(4, np.float32), limit=12)
     summary = environment.summary()
     assert summary["end"] == NOT_ENDED and summary["steps"] == 12  # asked before its 50 steps
     tokens = summary["trace"].split("; ")

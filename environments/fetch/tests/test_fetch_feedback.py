@@ -10,8 +10,7 @@ import pytest
 from epg_env_fetch import END_CAUSES, make_pick_and_place_benchmark, make_push_benchmark
 from epg_env_fetch.fetch_benchmark import MAX_DETAILED_EPISODES, POLICY_FAILURE, TIME_LIMIT
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
-from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
-from epg_sdk.protocol import values
+from epg_sdk.checks import FEEDBACK_LIMIT_BYTES, feedback_bytes
 
 TRACE = "; ".join(f"{step}:{12.3 - step / 10:.1f}" for step in range(0, 51, 5))
 
@@ -71,7 +70,7 @@ def test_the_csv_artifact_carries_one_row_per_episode_with_its_summary_values(pu
 @pytest.mark.parametrize("make", [make_push_benchmark, make_pick_and_place_benchmark], ids=["push", "pick_and_place"])
 def test_feedback_of_an_evaluation_far_beyond_a_submission_stays_within_the_bound(make) -> None:
     feedback = make().feedback(_records(2048, failed=set(range(0, 2048, 7)), success=set(range(0, 2048, 3))))
-    size = len(values.encode(feedback.values).SerializeToString())
+    size = feedback_bytes(feedback)
     assert 0 < size < FEEDBACK_LIMIT_BYTES
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
+
+from epg_sdk.testing import entry_point_ids, locked_pins, run_python
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,36 +29,27 @@ print(sorted(before), sorted(after))
 """
 
 
-def environment() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), *sys.path])}
-
-
 def test_the_entry_points_make_the_benchmarks_they_name() -> None:
+    assert entry_point_ids(PACKAGE_ROOT) == {"FetchPush-v4": "FetchPush-v4", "FetchPickAndPlace-v4": "FetchPickAndPlace-v4"}
     project = tomllib.loads((PACKAGE_ROOT / "pyproject.toml").read_text())
-    entries = project["project"]["entry-points"]["epg.benchmarks"]
-    assert set(entries) == {"FetchPush-v4", "FetchPickAndPlace-v4"}
-    for benchmark_id, entry in entries.items():
-        module, _, factory = entry.partition(":")
-        assert getattr(importlib.import_module(module), factory)().spec.id == benchmark_id
     assert project["tool"]["epg"] == {
         "image": "env-fetch", "module": "epg_env_fetch", "baseline": "baseline", "no_deps": ["gymnasium-robotics"],
         "aliases": {"fetchpush": "FetchPush-v4", "fetchpickandplace": "FetchPickAndPlace-v4"}}
 
 
 def test_the_lock_pins_the_published_versions_and_no_gl_or_unused_distribution() -> None:
-    pins = dict(line.split("==") for line in (PACKAGE_ROOT / "requirements.lock").read_text().splitlines()
-                if line and not line.startswith("#"))
+    pins = locked_pins(PACKAGE_ROOT)
     assert (pins["gymnasium"], pins["gymnasium-robotics"], pins["mujoco"], pins["numpy"]) == ("1.3.0", "1.4.2", "3.9.0", "2.4.6")
     assert not {"jinja2", "markupsafe", "setuptools"} & {name.lower() for name in pins}
 
 
 def test_importing_the_package_registers_the_fetch_ids() -> None:
-    result = subprocess.run([sys.executable, "-c", REGISTRY], capture_output=True, text=True, env=environment(), timeout=120)
+    result = run_python(REGISTRY, PACKAGE_ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[] ['FetchPickAndPlace-v4', 'FetchPush-v4']"
 
 
 def test_using_both_benchmarks_prints_nothing_on_stdout() -> None:
-    result = subprocess.run([sys.executable, "-c", USE_BOTH], capture_output=True, text=True, env=environment(), timeout=120)
+    result = run_python(USE_BOTH, PACKAGE_ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from epg_env_fetch import END_CAUSES, make_pick_and_place_benchmark, make_push_benchmark
-from epg_sdk.testing import evaluate_locally
+from epg_sdk.testing import evaluate_locally, summary_values
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BASELINE = PACKAGE_ROOT / "baseline"
@@ -95,8 +95,5 @@ def test_baseline_rejects_a_benchmark_it_does_not_drive(tmp_path: Path) -> None:
 
 
 def test_random_program_replays_its_actions_for_the_same_episode() -> None:
-    first = evaluate_locally(make_pick_and_place_benchmark(), RANDOM, episodes=3, split="train", seed=7)
-    again = evaluate_locally(make_pick_and_place_benchmark(), RANDOM, episodes=3, split="train", seed=7)
-    other = evaluate_locally(make_pick_and_place_benchmark(), RANDOM, episodes=3, split="train", seed=8)
-    traces = [[row["summary"]["trace"] for row in feedback.values["episodes"]] for feedback in (first, again, other)]
+    traces = [summary_values(evaluate_locally(make_pick_and_place_benchmark(), RANDOM, episodes=3, split="train", seed=seed), "trace") for seed in (7, 7, 8)]
     assert traces[0] == traces[1] and traces[0] != traces[2]

@@ -10,7 +10,7 @@ import pytest
 from epg_env_highway import make_parking_benchmark, make_roundabout_benchmark
 from epg_env_highway.highway_benchmark import END_CAUSES, MAX_DETAILED_EPISODES, POLICY_FAILURE
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
-from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
+from epg_sdk.checks import FEEDBACK_LIMIT_BYTES, feedback_bytes
 from epg_sdk.protocol import values
 from epg_sdk.trace import TRACE_LIMIT_CHARS, BoundedTrace, omission_marker
 
@@ -97,7 +97,7 @@ def test_feedback_keeps_the_whole_summaries_of_the_first_episodes_only(roundabou
 
 def test_feedback_of_an_evaluation_far_beyond_a_submission_stays_within_the_bound(parking: Benchmark) -> None:
     feedback = parking.feedback(_records(2048, failed=set(range(0, 2048, 7))))
-    assert len(values.encode(feedback.values).SerializeToString()) < FEEDBACK_LIMIT_BYTES
+    assert feedback_bytes(feedback) < FEEDBACK_LIMIT_BYTES
 
 
 def test_the_csv_artifact_carries_the_end_and_the_benchmark_columns(roundabout: Benchmark) -> None:

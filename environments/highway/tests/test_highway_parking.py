@@ -13,6 +13,7 @@ from epg_env_highway.highway_benchmark import CRASH, GOAL_REACHED, TIME_LIMIT
 from epg_sdk.benchmark import Benchmark, InvalidAction
 from epg_sdk.checks import check_benchmark
 from epg_sdk.protocol import values
+from epg_sdk.testing import drive_environment
 from epg_sdk.trace import TRACE_LIMIT_CHARS
 
 KEYS = {"observation", "achieved_goal", "desired_goal"}
@@ -23,20 +24,6 @@ WEIGHTS = np.array([1.0, 0.3, 0.0, 0.0, 0.02, 0.02])
 @pytest.fixture(scope="module")
 def benchmark() -> Benchmark:
     return make_parking_benchmark()
-
-
-def drive(benchmark: Benchmark, payload: bytes, choose, limit: int | None = None) -> tuple[Any, list[Any], list[Any]]:
-    """Run one Episode with choose(observation) -> action; return the Environment, observations and step results."""
-    environment = benchmark.make_environment(payload)
-    observations = [environment.reset()]
-    results = []
-    while len(results) < (limit or benchmark.spec.horizon):
-        result = environment.step(benchmark.validate_action(choose(observations[-1])))
-        observations.append(result.observation)
-        results.append(result)
-        if result.terminated or result.truncated:
-            break
-    return environment, observations, results
 
 
 def park(observation: dict[str, np.ndarray]) -> np.ndarray:
@@ -83,7 +70,7 @@ def test_benchmark_passes_the_conformance_checks(benchmark: Benchmark) -> None:
 
 def test_observations_are_dicts_of_float64_vectors_scaled_as_published(benchmark: Benchmark) -> None:
     payload, other = benchmark.plan("train", 0, 2)
-    environment, observations, _ = drive(benchmark, payload, lambda o: np.array([1.0, 0.3], np.float32), limit=10)
+    environment, observations, _ = drive_environment(benchmark, payload, lambda o, s: np.array([1.0, 0.3], np.float32), limit=10)
     first = observations[0]
     assert type(first) is dict and set(first) == KEYS
     assert all(type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (6,) for v in first.values())
@@ -115,14 +102,14 @@ def test_dict_observations_survive_the_value_codec_as_dicts_of_arrays(benchmark:
 
 
 def test_reward_is_minus_the_root_of_the_weighted_distance_to_the_goal(benchmark: Benchmark) -> None:
-    _, observations, results = drive(benchmark, benchmark.plan("train", 3, 1)[0], lambda o: np.array([0.4, -0.2], np.float32), limit=15)
+    _, observations, results = drive_environment(benchmark, benchmark.plan("train", 3, 1)[0], lambda o, s: np.array([0.4, -0.2], np.float32), limit=15)
     for observation, result in zip(observations[1:], results, strict=True):
         gap = np.abs(observation["achieved_goal"] - observation["desired_goal"])
         assert result.reward == pytest.approx(-math.sqrt(float(gap @ WEIGHTS)))
 
 
 def test_an_episode_that_parks_ends_on_success(benchmark: Benchmark) -> None:
-    environment, observations, results = drive(benchmark, benchmark.plan("train", 0, 1)[0], park)
+    environment, observations, results = drive_environment(benchmark, benchmark.plan("train", 0, 1)[0], lambda o, s: park(o))
     assert results[-1].terminated and len(results) < benchmark.spec.horizon
     gap = np.abs(observations[-1]["achieved_goal"] - observations[-1]["desired_goal"])
     assert float(gap @ WEIGHTS) < 0.12**2  # highway-env's success: reward above -0.12
@@ -133,7 +120,7 @@ def test_an_episode_that_parks_ends_on_success(benchmark: Benchmark) -> None:
 
 
 def test_driving_into_a_wall_ends_on_a_crash_that_costs_five(benchmark: Benchmark) -> None:
-    environment, observations, results = drive(benchmark, benchmark.plan("train", 0, 1)[0], lambda o: np.array([1.0, 0.0], np.float32))
+    environment, observations, results = drive_environment(benchmark, benchmark.plan("train", 0, 1)[0], lambda o, s: np.array([1.0, 0.0], np.float32))
     assert results[-1].terminated and not results[-1].truncated
     gap = np.abs(observations[-1]["achieved_goal"] - observations[-1]["desired_goal"])
     assert results[-1].reward == pytest.approx(-math.sqrt(float(gap @ WEIGHTS)) - 5.0)
@@ -142,7 +129,7 @@ def test_driving_into_a_wall_ends_on_a_crash_that_costs_five(benchmark: Benchmar
 
 
 def test_a_car_that_stands_still_runs_into_the_time_limit_with_a_bounded_trace(benchmark: Benchmark) -> None:
-    environment, _, results = drive(benchmark, benchmark.plan("test", 0, 1)[0], lambda o: np.zeros(2, np.float32))
+    environment, _, results = drive_environment(benchmark, benchmark.plan("test", 0, 1)[0], lambda o, s: np.zeros(2, np.float32))
     assert len(results) == 500 and not any(r.terminated for r in results)
     summary = environment.summary()
     assert (summary["success"], summary["end"], summary["steps"], summary["final_speed_mps"]) == (False, TIME_LIMIT, 500, 0.0)

@@ -9,7 +9,7 @@ import pytest
 
 from epg_env_highway import make_parking_benchmark, make_roundabout_benchmark
 from epg_env_highway.highway_benchmark import END_CAUSES
-from epg_sdk.testing import evaluate_locally
+from epg_sdk.testing import evaluate_locally, summary_values
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BASELINE = PACKAGE_ROOT / "baseline"
@@ -87,10 +87,7 @@ def test_parking_baseline_parks_some_cars_where_random_parks_none() -> None:
 
 
 def test_random_program_replays_its_actions_for_the_same_episode() -> None:
-    first = evaluate_locally(make_roundabout_benchmark(), RANDOM, episodes=3, split="train", seed=7)
-    again = evaluate_locally(make_roundabout_benchmark(), RANDOM, episodes=3, split="train", seed=7)
-    other = evaluate_locally(make_roundabout_benchmark(), RANDOM, episodes=3, split="train", seed=8)
-    traces = [[row["summary"]["trace"] for row in feedback.values["episodes"]] for feedback in (first, again, other)]
+    traces = [summary_values(evaluate_locally(make_roundabout_benchmark(), RANDOM, episodes=3, split="train", seed=seed), "trace") for seed in (7, 7, 8)]
     assert traces[0] == traces[1] and traces[0] != traces[2]
     actions = {token.split()[1] for trace in traces[0] for token in trace.split("; ")}
     assert len(actions) >= 3  # uniform over five meta-actions, not one repeated

@@ -12,7 +12,8 @@ from epg_env_highway import make_roundabout_benchmark
 from epg_env_highway.highway_benchmark import CRASH, OFF_ROAD, TIME_LIMIT
 from epg_env_highway.roundabout import RoundaboutEnvironment
 from epg_sdk.benchmark import Benchmark, InvalidAction
-from epg_sdk.checks import check_benchmark
+from epg_sdk.checks import check_benchmark, cycle_actions
+from epg_sdk.testing import drive_environment
 
 LANE_LEFT, IDLE, LANE_RIGHT, FASTER, SLOWER = range(5)
 
@@ -25,19 +26,6 @@ def normalised(value: float) -> float:
 @pytest.fixture(scope="module")
 def benchmark() -> Benchmark:
     return make_roundabout_benchmark()
-
-
-def drive(benchmark: Benchmark, payload: bytes, choose) -> tuple[Any, list[Any], list[Any]]:
-    environment = benchmark.make_environment(payload)
-    observations = [environment.reset()]
-    results = []
-    while len(results) < benchmark.spec.horizon:
-        result = environment.step(benchmark.validate_action(choose(len(results))))
-        observations.append(result.observation)
-        results.append(result)
-        if result.terminated or result.truncated:
-            break
-    return environment, observations, results
 
 
 def test_spec(benchmark: Benchmark) -> None:
@@ -58,13 +46,13 @@ def test_spec(benchmark: Benchmark) -> None:
 
 def test_benchmark_passes_the_conformance_checks(benchmark: Benchmark) -> None:
     actions = [FASTER, IDLE, LANE_LEFT, SLOWER, LANE_RIGHT, FASTER]
-    report = check_benchmark(benchmark, action=lambda observation, step: actions[step % len(actions)])
+    report = check_benchmark(benchmark, action=cycle_actions(actions))
     assert report.ok, report.failures()
 
 
 def test_observation_rows_are_the_ego_then_nearby_vehicles_normalised(benchmark: Benchmark) -> None:
     payload, other = benchmark.plan("train", 0, 2)
-    _, observations, _ = drive(benchmark, payload, lambda step: IDLE)
+    _, observations, _ = drive_environment(benchmark, payload, lambda o, step: IDLE)
     first = observations[0]
     assert type(first) is np.ndarray and first.dtype == np.float32 and first.shape == (5, 5)
     # The ego starts on the south entry at (2 m, 45 m), heading north (-y) at 8 m/s.
@@ -81,7 +69,7 @@ def test_observation_rows_are_the_ego_then_nearby_vehicles_normalised(benchmark:
 
 def test_a_stopped_car_collects_the_slow_reward_until_the_time_limit(benchmark: Benchmark) -> None:
     for payload in benchmark.plan("validation", 0, 3):
-        environment, _, results = drive(benchmark, payload, lambda step: SLOWER)
+        environment, _, results = drive_environment(benchmark, payload, lambda o, step: SLOWER)
         assert len(results) == 11 and results[-1].truncated and not any(r.terminated for r in results)
         assert [r.reward for r in results] == pytest.approx([normalised(0.0)] * 11)  # speed index 0, no lane change
         summary = environment.summary()
@@ -94,7 +82,7 @@ def test_a_stopped_car_collects_the_slow_reward_until_the_time_limit(benchmark: 
 def test_rushing_in_ends_some_episodes_on_a_crash(benchmark: Benchmark) -> None:
     crashes = 0
     for payload in benchmark.plan("train", 5, 8):
-        environment, _, results = drive(benchmark, payload, lambda step: FASTER)
+        environment, _, results = drive_environment(benchmark, payload, lambda o, step: FASTER)
         summary = environment.summary()
         if results[-1].terminated:
             crashes += 1
@@ -123,7 +111,7 @@ def test_a_car_off_the_road_earns_nothing_and_ends_off_road() -> None:
 
 def test_lane_changes_and_speeds_are_summarised(benchmark: Benchmark) -> None:
     actions = [LANE_LEFT, LANE_RIGHT, SLOWER, SLOWER, IDLE, IDLE, IDLE, IDLE, IDLE, IDLE, IDLE]
-    environment, _, results = drive(benchmark, benchmark.plan("test", 2, 1)[0], lambda step: actions[step])
+    environment, _, results = drive_environment(benchmark, benchmark.plan("test", 2, 1)[0], lambda o, step: actions[step])
     summary = environment.summary()
     assert summary["lane_changes"] == 2
     assert results[0].reward == pytest.approx(normalised(0.1 - 0.05))  # speed index 1, a lane change

@@ -11,7 +11,7 @@ import pytest
 from epg_env_mujoco import END_CAUSES, POLICY_FAILURE, make_ant_benchmark, make_halfcheetah_benchmark
 from epg_env_mujoco.mujoco_benchmark import MAX_DETAILED_EPISODES
 from epg_sdk.benchmark import Benchmark, EpisodeRecord
-from epg_sdk.checks import FEEDBACK_LIMIT_BYTES
+from epg_sdk.checks import FEEDBACK_LIMIT_BYTES, feedback_bytes
 from epg_sdk.protocol import values
 from epg_sdk.trace import TRACE_LIMIT_CHARS
 
@@ -47,7 +47,7 @@ def test_feedback_counts_end_causes_averages_the_completed_episodes_and_marks_fa
 def test_feedback_of_many_episodes_stays_bounded_and_the_csv_keeps_every_one(ant: Benchmark) -> None:
     count = 1024
     feedback = ant.feedback(_records(count, failed=set()))
-    assert len(values.encode(feedback.values).SerializeToString()) < FEEDBACK_LIMIT_BYTES
+    assert feedback_bytes(feedback) < FEEDBACK_LIMIT_BYTES
     assert feedback.values["shortened_summaries"] == count - MAX_DETAILED_EPISODES
     late = feedback.values["episodes"][MAX_DETAILED_EPISODES]["summary"]
     assert late == {"end": "time_limit", "steps": 1000}

@@ -9,19 +9,11 @@ package runs `pytest tests --ignore=tests/image`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.docker
 
 BENCHMARKS = ("MiniGrid-DoorKey-16x16-v0", "MiniGrid-FourRooms-v0", "MiniGrid-KeyCorridorS4R3-v0", "MiniGrid-ObstructedMaze-1Q-v1")
-
-
-@pytest.fixture(scope="module")
-def epg_package_dir() -> Path:
-    """This package, whatever directory pytest runs from."""
-    return Path(__file__).resolve().parents[2]
 
 
 def test_every_conformance_check_passes_inside_the_image_for_all_four(epg_check_report):
@@ -30,10 +22,7 @@ def test_every_conformance_check_passes_inside_the_image_for_all_four(epg_check_
     assert all(len(report.checks) >= 6 for report in epg_check_report.reports)
 
 
-def test_the_baseline_completes_every_episode_of_every_benchmark_through_the_sandbox(epg_baselines):
-    assert sorted(epg_baselines) == list(BENCHMARKS)
-    for benchmark_id, feedback in epg_baselines.items():
-        count = len(feedback.episodes)
-        assert count >= 1, benchmark_id
-        assert [(e.index, e.status.value, e.failure) for e in feedback.episodes] == [(i, "completed", None) for i in range(count)], benchmark_id
-        assert all(e.steps > 0 for e in feedback.episodes) and 0.0 <= feedback.score <= 1.0, benchmark_id
+def test_the_baseline_completes_every_episode_of_every_benchmark_through_the_sandbox(epg_completed_baselines):
+    assert sorted(epg_completed_baselines) == list(BENCHMARKS)
+    for benchmark_id, feedback in epg_completed_baselines.items():
+        assert 0.0 <= feedback.score <= 1.0, benchmark_id

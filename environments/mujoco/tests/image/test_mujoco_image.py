@@ -3,19 +3,13 @@
 The image is the one `epg-orchestrate images build env-mujoco` makes (built here through the
 image builder when `--epg-image` is not given). `epg_baselines` runs the baseline of this
 four-Benchmark image on each Benchmark through the real sandbox; the uniform-random Program goes
-through `epg-orchestrate env test IMAGE --baseline random`, whose containers carry a scope label
-of this module's own, none of which may be left afterwards.
+through `epg-orchestrate env test IMAGE --baseline random` (the plugin's `epg_env_test`), whose
+containers carry a scope label of the fixture's own, none of which may be left afterwards.
 """
 
 from __future__ import annotations
 
 import io
-import json
-import os
-import secrets
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,24 +21,17 @@ BENCHMARKS = ("HalfCheetah-v5", "Ant-v5", "Pusher-v5", "Reacher-v5")
 SANDBOX_CHECK = "baseline runs through the sandbox (2 Episodes)"
 
 
-@pytest.fixture(scope="module")
-def epg_package_dir() -> Path:
-    """This package, whatever directory pytest runs from."""
-    return Path(__file__).resolve().parents[2]
-
-
 def test_every_conformance_check_passes_inside_the_image(epg_check_report):
     assert sorted(epg_check_report.benchmarks) == sorted(BENCHMARKS)
     assert all(len(report.checks) >= 6 for report in epg_check_report.reports)
 
 
-def test_the_baseline_completes_every_episode_of_every_benchmark(epg_baselines):
-    assert sorted(epg_baselines) == sorted(BENCHMARKS)
-    for benchmark_id, feedback in epg_baselines.items():
-        assert [e.failure for e in feedback.episodes] == [None] * len(feedback.episodes), benchmark_id
-        assert feedback.values["policy_failures"] == 0 and sum(feedback.values["ends"].values()) == len(feedback.episodes)
-    assert epg_baselines["HalfCheetah-v5"].values["means"]["x_distance_m"] > 20
-    assert epg_baselines["Reacher-v5"].score > -20
+def test_the_baseline_completes_every_episode_of_every_benchmark(epg_completed_baselines):
+    assert sorted(epg_completed_baselines) == sorted(BENCHMARKS)
+    for benchmark_id, feedback in epg_completed_baselines.items():
+        assert feedback.values["policy_failures"] == 0 and sum(feedback.values["ends"].values()) == len(feedback.episodes), benchmark_id
+    assert epg_completed_baselines["HalfCheetah-v5"].values["means"]["x_distance_m"] > 20
+    assert epg_completed_baselines["Reacher-v5"].score > -20
 
 
 def test_the_image_renders_the_replay_episode_of_every_benchmark(epg_baselines):
@@ -58,18 +45,8 @@ def test_the_image_renders_the_replay_episode_of_every_benchmark(epg_baselines):
         assert len(np.unique(cells[0], axis=0)) > 16 and len({cell.tobytes() for cell in cells}) >= 2, benchmark_id
 
 
-def test_the_random_program_completes_every_episode_through_the_sandbox(epg_image, epg_package_dir):
-    scope = f"test-mujoco-{secrets.token_hex(4)}"
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", "env", "test", epg_image, "--baseline", str(epg_package_dir / "random"),
-         "-n", "2", "--json", "--environments", str(epg_package_dir.parent)],
-        capture_output=True, text=True, timeout=1200, env={**os.environ, "EPG_SCOPE": scope},
-    )
-    leftovers = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=org.evopolicygym.scope={scope}"],
-                               capture_output=True, text=True, check=True).stdout.split()
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert leftovers == [], f"env test left containers {leftovers}"
-    report = json.loads(result.stdout)
+def test_the_random_program_completes_every_episode_through_the_sandbox(epg_env_test, epg_image, epg_package_dir):
+    report = epg_env_test(epg_package_dir / "random", episodes=2)
     assert report["image"] == epg_image and sorted(report["benchmarks"]) == sorted(BENCHMARKS)
     assert report["ok"] is True, [c for c in report["checks"] if not c["ok"]]
     sandbox = {c["benchmark"]: c["detail"] for c in report["checks"] if c["name"] == SANDBOX_CHECK}
