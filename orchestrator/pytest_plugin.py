@@ -64,7 +64,7 @@ CHECK_TIMEOUT_S = 600.0
 ENV_TEST_TIMEOUT_S = 1200.0
 _OPTIONS = {
     "epg_image": "the environment image under test (default: built from the package)",
-    "epg_package": "the environment package directory (default: the rootdir)",
+    "epg_package": "the environment package directory (default: the package holding the test module, else the rootdir)",
     "epg_episodes": "Episodes of the baseline run (default 3)",
     "epg_base": "base image of builds: auto, debootstrap or an image (default auto)",
 }
