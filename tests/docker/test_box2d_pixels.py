@@ -8,18 +8,12 @@ fails its Episode at its first step.
 
 from __future__ import annotations
 
-import secrets
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from support.package_sandbox import package_sandbox_factory
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
-from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
-from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import load_package, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
 
@@ -54,26 +48,9 @@ FLOAT_CHECKER = PIXEL_CHECKER.replace("obs.dtype == np.uint8", "obs.dtype == np.
 
 
 @pytest.fixture(scope="module")
-def box2d_images(engine) -> dict[str, str]:
-    """The policy runtime and env-box2d, built if needed from this package alone."""
-    builder = ImageBuilder(engine.client, environments=[PACKAGE], progress=print)
-    return {result.name: result.tag for result in builder.ensure(["policy-runtime", "env-box2d"])}
-
-
-@pytest.fixture(scope="module")
-def box2d_sandbox(engine, box2d_images, scope):
+def box2d_sandbox(engine, scope):
     """A factory: box2d_sandbox(name) -> a started DockerSandbox on env-box2d for the Benchmark named, labelled with the run's scope."""
-    packages = [load_package(PACKAGE)]
-
-    @contextmanager
-    def factory(name: str) -> Iterator[DockerSandbox]:
-        _package, _benchmark_id, entry = resolve_benchmark(name, packages)
-        images = SandboxImages(environment=box2d_images["env-box2d"], policy_runtime=box2d_images["policy-runtime"], benchmark_entry=entry)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
-        with DockerSandbox(engine, images, SandboxLimits(), labels, tuning=SandboxTuning(pool_size=1)) as sandbox:
-            yield sandbox
-
-    return factory
+    return package_sandbox_factory(engine, PACKAGE, "env-box2d", scope, pool_size=1)
 
 
 def test_the_policy_receives_uint8_pixel_arrays_for_a_whole_episode(box2d_sandbox, write_program):

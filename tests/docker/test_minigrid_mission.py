@@ -7,18 +7,12 @@ the mission for anything but a str fails its Episodes.
 
 from __future__ import annotations
 
-import secrets
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from support.package_sandbox import package_sandbox_factory
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
-from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
-from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import load_package, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
 
@@ -77,27 +71,9 @@ def make_policy(context):
 
 
 @pytest.fixture(scope="module")
-def minigrid_images(engine) -> dict[str, str]:
-    """The policy runtime and env-minigrid, built if needed from this package alone (other packages' state does not matter)."""
-    builder = ImageBuilder(engine.client, environments=[PACKAGE], progress=print)
-    return {result.name: result.tag for result in builder.ensure(["policy-runtime", "env-minigrid"])}
-
-
-@pytest.fixture(scope="module")
-def minigrid_sandbox(engine, minigrid_images, scope):
+def minigrid_sandbox(engine, scope):
     """A factory: minigrid_sandbox(name) -> a started DockerSandbox on env-minigrid for the Benchmark named, labelled with the run's scope."""
-    packages = [load_package(PACKAGE)]
-
-    @contextmanager
-    def factory(name: str) -> Iterator[DockerSandbox]:
-        _package, _benchmark_id, entry = resolve_benchmark(name, packages)
-        images = SandboxImages(environment=minigrid_images["env-minigrid"], policy_runtime=minigrid_images["policy-runtime"],
-                               benchmark_entry=entry)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
-        with DockerSandbox(engine, images, SandboxLimits(), labels, tuning=SandboxTuning(pool_size=2)) as sandbox:
-            yield sandbox
-
-    return factory
+    return package_sandbox_factory(engine, PACKAGE, "env-minigrid", scope, pool_size=2)
 
 
 def _actions(summary: dict) -> set[str]:

@@ -4,40 +4,28 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from PIL import Image
-
-from orchestrator.kernel.program import capture_program
+from support.scripted_runs import assert_every_episode_completed, run_baseline_and_random, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 MUJOCO = REPO / "environments" / "mujoco"
-BASELINE, RANDOM = MUJOCO / "baseline", MUJOCO / "random"
+BASELINE = MUJOCO / "baseline"
 END_CAUSES = {"time_limit", "unhealthy", "policy_failure"}
 HORIZON = 50
 TRACE_LIMIT_CHARS = 2000
 
 
-def run_cli(args: list[str], scope: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout,
-    )
-
-
 def assert_reacher_feedback(document: dict, indices: list[int]) -> None:
     """One row per Episode, each run to the horizon, with a summary whose distances and trace agree."""
-    assert [(e["index"], e["status"], e["failure"]) for e in document["episodes"]] == [(i, "completed", None) for i in indices]
+    assert_every_episode_completed(document, indices)
     values = document["values"]
-    assert values["policy_failures"] == 0 and [row["index"] for row in values["episodes"]] == indices
     assert set(values["ends"]) == END_CAUSES and values["ends"]["time_limit"] == len(indices)
     assert "episodes.csv" in document["artifacts"] and values["mean_steps"] == HORIZON
     for row in values["episodes"]:
@@ -50,55 +38,24 @@ def assert_reacher_feedback(document: dict, indices: list[int]) -> None:
 
 
 def test_scripted_run_on_reacher_submits_the_baseline_and_the_random_program(tmp_path, scope):
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "benchmark": "reacher",  # the package's alias of Reacher-v5
-        "seed": 0,
-        "budget": {"episodes": 8, "max_submissions": 2, "pool_size": 8},
-        "validation": {"episodes": 4, "max_candidates": 2},
-        "assessment": {"episodes": 4},
-        "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": "0:4"}, {"program": str(RANDOM), "episodes": "0:4"}],
-                  "finish": "all"},
-    }))
-    run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr[-4000:]
-    manifest = json.loads((run_dir / "run.json").read_text())
-    printed = json.loads(result.stdout)
-    assert {key: printed[key] for key in manifest} == manifest
-    assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
-    assert manifest["validation"]["candidates"] == ["s0001", "s0002"]
-
-    digests = {"s0001": capture_program(BASELINE).digest, "s0002": capture_program(RANDOM).digest}
-    train = {}
-    for submission_id, digest in digests.items():
-        record = json.loads((run_dir / "submissions" / submission_id / "record.json").read_text())
-        assert (record["program_digest"], record["selector"], record["indices"]) == (digest, "0:4", [0, 1, 2, 3])
-        published = json.loads((run_dir / "workspace" / "feedback" / submission_id / "feedback.json").read_text())
-        assert published == record["feedback"]
+    # "reacher" is the package's alias of Reacher-v5.
+    run = run_baseline_and_random("reacher", MUJOCO, 4, benchmark_id="Reacher-v5", tmp_path=tmp_path, scope=scope, timeout=1200)
+    for submission_id, published in run.feedback.items():
         assert_reacher_feedback(published, [0, 1, 2, 3])
-        csv_header = (run_dir / "workspace" / "feedback" / submission_id / "artifacts" / "episodes.csv").read_text().splitlines()[0]
+        csv_header = run.artifact_text(submission_id, "episodes.csv").splitlines()[0]
         assert csv_header.endswith("end,final_fingertip_target_distance_m,min_fingertip_target_distance_m,"
                                    "initial_fingertip_target_distance_m,control_cost")
-        train[submission_id] = published
+    train = run.feedback  # Submission id -> its published Feedback
     # Both Submissions replayed the same four pool Episodes: the same initial distances, whatever the Program did.
     initial = {sid: [r["summary"]["initial_fingertip_target_distance_m"] for r in doc["values"]["episodes"]] for sid, doc in train.items()}
     assert initial["s0001"] == initial["s0002"] and len(set(initial["s0001"])) == 4
     # The Jacobian-transpose baseline beats uniform random torques on those Episodes.
     assert train["s0001"]["score"] > train["s0002"]["score"]
 
-    validation = json.loads((run_dir / "validation.json").read_text())
-    scores = {r["submission_id"]: r["score"] for r in validation["results"]}
-    assert validation["selected"] == max(scores, key=scores.get) == manifest["final"]["submission_id"] == "s0001"
-    assert manifest["final"]["program_digest"] == digests["s0001"] and manifest["final"]["is_initial_program"] is True
-    assessment = json.loads((run_dir / "assessment.json").read_text())
-    assert len(assessment["episodes"]) == 4 and assessment["program_digest"] == digests["s0001"]
-    assert manifest["assessment"]["score"] == assessment["score"] and manifest["assessment"]["policy_failures"] == 0
-
-    pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
-    workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
-    assert pool_payloads and not any(payload in workspace_text for payload in pool_payloads)
-    assert "Reacher-v5" in (run_dir / "workspace" / "TASK.md").read_text()
+    # ... and is selected, so the final Program is the initial one, the one assessed.
+    assert run.validation["selected"] == run.manifest["final"]["submission_id"] == "s0001"
+    assert run.manifest["final"]["program_digest"] == run.digests["s0001"] and run.manifest["final"]["is_initial_program"] is True
+    assert run.assessment["program_digest"] == run.digests["s0001"]
 
 
 def without_renderer(tmp_path: Path) -> Path:
@@ -126,7 +83,7 @@ def test_a_run_publishes_the_replay_episodes_contact_sheet_or_says_why_not(rende
     extra = ["--environments", str(without_renderer(tmp_path))] if renderer == "absent" else []
     run_dir = tmp_path / "run"
     try:
-        result = run_cli(["run", str(spec), "-o", str(run_dir), "--json", *extra], scope)
+        result = run_cli(["run", str(spec), "-o", str(run_dir), "--json", *extra], scope, timeout=1200)
         assert result.returncode == 0, result.stderr[-4000:]
         manifest = json.loads(result.stdout)
         image = manifest["images"]["environment"]["tag"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.scripted_runs import run_cli
 
 from orchestrator.run import workspace_fs
 
@@ -42,9 +43,12 @@ def make_policy(context):
 '''
 
 
-def run_cli(args: list[str], scope: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-                          env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=900)
+def whoami_program(tmp_path: Path) -> Path:
+    """The Program whose Episodes print which container they ran in and when it started (WHOAMI), in tmp_path/whoami."""
+    program = tmp_path / "whoami"
+    program.mkdir()
+    (program / "policy.py").write_text(WHOAMI)
+    return program
 
 
 def containers_of(document: dict) -> list[tuple[str, float]]:
@@ -57,9 +61,7 @@ def containers_of(document: dict) -> list[tuple[str, float]]:
 
 
 def test_validation_and_assessment_run_in_containers_prestarted_during_the_agent_phase_each_used_once(tmp_path, scope, engine):
-    program = tmp_path / "whoami"
-    program.mkdir()
-    (program / "policy.py").write_text(WHOAMI)
+    program = whoami_program(tmp_path)
     # 2 candidates x 8 Validation Episodes + 8 Assessment Episodes x 2 Programs = 32 follow the agent phase;
     # the memory budget allows 20 (at 18 MiB each), and no idle pool is kept (pool_size 0).
     spec = {
@@ -73,7 +75,7 @@ def test_validation_and_assessment_run_in_containers_prestarted_during_the_agent
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"], scope)
+    result = run_cli(["run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"], scope, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
@@ -111,9 +113,7 @@ def _policy_containers(engine, owner: str) -> list:
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_a_run_killed_in_its_agent_phase_leaves_no_prestarted_container(tmp_path, scope, engine, how):
     """SIGTERM: the Run removes its containers on the way out. SIGKILL: nothing can, until `gc` reaps a dead owner's."""
-    program = tmp_path / "whoami"
-    program.mkdir()
-    (program / "policy.py").write_text(WHOAMI)
+    program = whoami_program(tmp_path)
     spec = {
         "benchmark": "CartPole-v1", "seed": 0, "initial_program": str(program),
         "budget": {"episodes": 8, "max_submissions": 2, "pool_size": 8},
@@ -146,7 +146,7 @@ def test_a_run_killed_in_its_agent_phase_leaves_no_prestarted_container(tmp_path
             process.wait()
     if how == "SIGKILL":
         assert _policy_containers(engine, owner), "SIGKILL leaves the containers for gc"
-        result = run_cli(["gc"], scope)
+        result = run_cli(["gc"], scope, timeout=900)
         assert result.returncode == 0, result.stderr
         workspace_fs.release(run_dir / "workspace")  # what `run --resume` would mount again
     else:
