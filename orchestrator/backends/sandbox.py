@@ -54,7 +54,8 @@ POLICY_UID = "10001:10001"
 IO_MOUNT = "/epg/io"
 PROGRAM_MOUNT = "/epg/program"
 EXCHANGE_MOUNT = "/exchange"
-RUNNER_READY_S = 60.0
+RUNNER_READY_S = 120.0  # a slow start on a loaded machine; a runner that exits is seen within RUNNER_ALIVE_CHECK_S
+RUNNER_ALIVE_CHECK_S = 0.25
 EXIT_WAIT_S = 3.0
 
 
@@ -247,9 +248,13 @@ class DockerSandbox:
         lane.runner = self._engine.start(spec)
         socket_path = lane.exchange / "runner.sock"
         deadline = time.monotonic() + RUNNER_READY_S
+        next_check = 0.0
         while not socket_path.exists():
-            self._runner_alive_or_raise(lane)
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now >= next_check:  # each check is an engine call, whose CPU the runner's own start needs
+                self._runner_alive_or_raise(lane)
+                next_check = now + RUNNER_ALIVE_CHECK_S
+            if now > deadline:
                 raise self._runner_error(lane, "the environment runner did not open its socket in time")
             time.sleep(0.02)
         lane.channel = grpc.insecure_channel(f"unix:{socket_path}")

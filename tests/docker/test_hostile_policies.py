@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 
 import pytest
@@ -9,7 +10,8 @@ from programs import STEADY
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
-from orchestrator.backends.sandbox import SandboxLimits
+from orchestrator.backends.labels import LabelSet, owner_id, selector
+from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
@@ -276,3 +278,21 @@ def test_every_episode_gets_a_fresh_container(open_sandbox, write_program):
     assert [o.status for o in outcomes] == [EpisodeStatus.COMPLETED] * 3, outcomes
     cgroups = {o.output_tail.split("HOST", 1)[1].split()[1] for o in outcomes}
     assert len(cgroups) == 3
+
+
+def test_a_runner_that_exits_during_start_up_is_reported_at_once_with_its_log(engine, images, scope):
+    """A Benchmark entry that does not import: the runner dies before its socket exists, and the sandbox says so
+    within a few liveness checks, not at the end of its start-up deadline."""
+    sandbox_images = SandboxImages(environment=images["env-probe"], policy_runtime=images["policy-runtime"],
+                                   benchmark_entry="epg_env_probe.no_such_module:make_benchmark")
+    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    began = time.monotonic()
+    with pytest.raises(InfrastructureError) as caught:
+        with DockerSandbox(engine, sandbox_images, SandboxLimits(), labels, tuning=SandboxTuning(pool_size=1)):
+            pass
+    took = time.monotonic() - began
+    assert caught.value.code is InfraErrorCode.RUNNER_FAILED
+    assert caught.value.message == "the environment runner exited during start-up"
+    assert "no_such_module" in caught.value.evidence  # the runner's own traceback, from its log
+    assert took < 30, took
+    assert engine.client.containers.list(all=True, filters={"label": selector(session=labels.session)}) == []
