@@ -6,6 +6,8 @@ Only environment images import this module: it needs gymnasium.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -130,6 +132,23 @@ def _short(action: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def make_unwrapped(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> gym.Env:
+    """Return gymnasium.make(env_id, **make_kwargs) without its wrappers (no time limit, no checker), as a
+    GymnasiumBenchmark builds each Episode's environment. Raises gymnasium's error for an unknown id."""
+    return gym.make(env_id, disable_env_checker=True, **(make_kwargs or {})).unwrapped
+
+
+@contextmanager
+def probe_environment(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> Iterator[gym.Env]:
+    """Yield make_unwrapped(env_id, make_kwargs), to read what a Benchmark publishes of it (for example
+    simulator constants for BenchmarkSpec.parameters); close it on leaving."""
+    env = make_unwrapped(env_id, make_kwargs)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
 class GymnasiumEnvironment:
     """One gymnasium environment instance seeded for one Episode."""
 
@@ -200,7 +219,7 @@ class GymnasiumBenchmark(Benchmark):
         probe.close()
 
     def _make(self) -> gym.Env:
-        return gym.make(self._env_id, disable_env_checker=True, **self._make_kwargs).unwrapped
+        return make_unwrapped(self._env_id, self._make_kwargs)
 
     @property
     def spec(self) -> BenchmarkSpec:
