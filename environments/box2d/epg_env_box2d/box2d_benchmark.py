@@ -1,15 +1,24 @@
-"""What the two Box2D Benchmarks share: the end causes of an Episode and their Feedback."""
+"""What the two Box2D Benchmarks share: the end causes of an Episode, its trace and their Feedback."""
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any, Callable
 
 import gymnasium as gym
 
-from epg_sdk.benchmark import Environment, EpisodeRecord, Feedback
+from epg_sdk.benchmark import (
+    EPISODE_COLUMNS,
+    Environment,
+    EpisodeRecord,
+    Feedback,
+    count_ends,
+    episodes_csv,
+    mean_steps,
+    shorten_summaries,
+    with_failure_summaries,
+)
 from epg_sdk.gym_adapter import GymnasiumBenchmark
+from epg_sdk.trace import BoundedTrace
 
 # Why an Episode ended: a closed set, the value of every Episode summary's `end`.
 FELL = "fell"  # Bipedal: the hull touched the ground, or the walker left the terrain backwards (-100)
@@ -25,7 +34,29 @@ END_CAUSES = (FELL, FINISHED, LEFT_PLAYFIELD, TIME_LIMIT, POLICY_FAILURE)
 MAX_DETAILED_EPISODES = 128
 SHORT_SUMMARY_KEYS = ("end", "steps")
 
-_CSV_COLUMNS = ("index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated", "end")
+
+class PeriodicTrace:
+    """An Episode's BoundedTrace: the token of every `every`-th step, and the last step's token when it is not one of them."""
+
+    def __init__(self, every: int) -> None:
+        self._trace = BoundedTrace()
+        self._every = every
+        self._pending = ""
+
+    def step(self, step: int, token: str) -> None:
+        """Record the token of step (counted from 1): kept now on every `every`-th step, else until the next step."""
+        if step % self._every == 0:
+            self._trace.add(token)
+            self._pending = ""
+        else:
+            self._pending = token
+
+    def render(self) -> tuple[str, bool]:
+        """Add the last step's pending token; return BoundedTrace.render() (the text, whether it was cut)."""
+        if self._pending:
+            self._trace.add(self._pending)
+            self._pending = ""
+        return self._trace.render()
 
 
 class Box2DBenchmark(GymnasiumBenchmark):
@@ -61,40 +92,13 @@ class Box2DBenchmark(GymnasiumBenchmark):
         values but the trace.
         """
         base = super().feedback(records)
-        episodes = [_completed(row) for row in base.values["episodes"]]
-        ends = dict.fromkeys(END_CAUSES, 0)
-        for row in episodes:
-            end = str(row["summary"].get("end", "unknown"))
-            ends[end] = ends.get(end, 0) + 1
-        count = len(episodes)
-        published = [_shortened(row) if position >= MAX_DETAILED_EPISODES else row for position, row in enumerate(episodes)]
+        episodes = with_failure_summaries(base.values["episodes"], {"end": POLICY_FAILURE})
         values = {
             **base.values,
-            "episodes": published,
-            "ends": ends,
-            "mean_steps": sum(row["steps"] for row in episodes) / count if count else 0.0,
-            "shortened_summaries": max(0, count - MAX_DETAILED_EPISODES),
+            "episodes": shorten_summaries(episodes, detailed=MAX_DETAILED_EPISODES, keys=SHORT_SUMMARY_KEYS),
+            "ends": count_ends(episodes, END_CAUSES),
+            "mean_steps": mean_steps(episodes),
+            "shortened_summaries": max(0, len(episodes) - MAX_DETAILED_EPISODES),
         }
-        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": self._episodes_csv(episodes)})
-
-    def _episodes_csv(self, episodes: list[dict[str, Any]]) -> bytes:
-        columns = [*_CSV_COLUMNS, *self._csv_columns]
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for row in episodes:
-            summary = row["summary"]
-            writer.writerow({**row, **{name: summary.get(name, "") for name in ("end", *self._csv_columns)}})
-        return out.getvalue().encode()
-
-
-def _completed(row: dict[str, Any]) -> dict[str, Any]:
-    """One Episode's row with its summary completed: a failed Episode ended in a policy failure."""
-    summary = dict(row.get("summary") or {})
-    if row["status"] != "completed":
-        summary["end"] = POLICY_FAILURE
-    return {**row, "summary": summary}
-
-
-def _shortened(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "summary": {key: row["summary"][key] for key in SHORT_SUMMARY_KEYS if key in row["summary"]}}
+        table = episodes_csv(episodes, EPISODE_COLUMNS, ("end", *self._csv_columns))
+        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": table})
