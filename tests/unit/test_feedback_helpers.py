@@ -132,3 +132,26 @@ def test_a_gymnasium_benchmark_builds_its_environments_with_make_unwrapped():
     benchmark = GymnasiumBenchmark(env_id="EpgClosableProbe-v0", description="d", horizon=3, failure_return=0.0, make_kwargs={"size": 7})
     environment = benchmark.make_environment(b'{"seed": 1}')
     assert type(environment._env) is _Closable and environment._env.size == 7
+
+
+def test_a_gymnasium_benchmark_marks_failed_summaries_and_adds_summary_columns_only_when_asked():
+    records = [EpisodeRecord(index=0, status="completed", failure=None, steps=3, total_reward=3.0, terminated=False, truncated=True,
+                             summary={"end": "time_limit", "size": 3}),
+               EpisodeRecord(index=1, status="policy_failure", failure="timeout", steps=1, total_reward=0.0, terminated=False,
+                             truncated=False, summary={"size": 1})]
+    plain = GymnasiumBenchmark(env_id="EpgClosableProbe-v0", description="d", horizon=3, failure_return=-2.0)
+    extended = GymnasiumBenchmark(env_id="EpgClosableProbe-v0", description="d", horizon=3, failure_return=-2.0,
+                                  failure_summary={"end": "policy_failure"}, summary_columns=("end", "size"))
+    default = Benchmark.feedback(plain, records)
+    assert plain.feedback(records) == default
+    feedback = extended.feedback(records)
+    assert feedback.score == default.score == 0.5
+    assert [row["summary"] for row in feedback.values["episodes"]] == [{"end": "time_limit", "size": 3}, {"size": 1, "end": "policy_failure"}]
+    assert {k: v for k, v in feedback.values.items() if k != "episodes"} == {k: v for k, v in default.values.items() if k != "episodes"}
+    assert list(feedback.values) == list(default.values)
+    assert feedback.artifacts["episodes.csv"].decode().splitlines() == [
+        ",".join((*EPISODE_COLUMNS, "end", "size")),
+        "0,completed,,3,3.0,3.0,False,True,time_limit,3",
+        "1,policy_failure,timeout,1,0.0,-2.0,False,False,policy_failure,1",
+    ]
+    assert records[1].summary == {"size": 1}

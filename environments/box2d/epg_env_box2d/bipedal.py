@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.box2d import bipedal_walker as _walker
 
-from epg_env_box2d.box2d_benchmark import FELL, FINISHED, NOT_ENDED, TIME_LIMIT, Box2DBenchmark, PeriodicTrace
+from epg_env_box2d.box2d_benchmark import FAILURE_SUMMARY, FELL, FINISHED, NOT_ENDED, TIME_LIMIT, Box2DBenchmark, PeriodicTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
 
@@ -122,5 +122,6 @@ def make_bipedal_benchmark() -> Benchmark:
         },
         readme=package_readme(__file__),
         environment_factory=BipedalEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("end", *CSV_COLUMNS),
     )

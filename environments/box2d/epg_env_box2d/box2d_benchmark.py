@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import gymnasium as gym
-
 from epg_sdk.benchmark import (
-    EPISODE_COLUMNS,
-    Environment,
     EpisodeRecord,
     Feedback,
     count_ends,
-    episodes_csv,
     mean_steps,
     shorten_summaries,
-    with_failure_summaries,
 )
 from epg_sdk.gym_adapter import GymnasiumBenchmark
 from epg_sdk.trace import BoundedTrace
@@ -28,6 +20,7 @@ TIME_LIMIT = "time_limit"  # the Episode ran its horizon to the end
 POLICY_FAILURE = "policy_failure"  # the Program failed (crash, timeout, invalid action); set by feedback()
 NOT_ENDED = "not_ended"  # what an Environment says when asked before its Episode ended
 END_CAUSES = (FELL, FINISHED, LEFT_PLAYFIELD, TIME_LIMIT, POLICY_FAILURE)
+FAILURE_SUMMARY = {"end": POLICY_FAILURE}  # what Feedback says in a failed Episode's summary
 
 # Feedback keeps the whole summary, trace included, of this many Episodes (in plan order); the
 # summaries of later Episodes keep only SHORT_SUMMARY_KEYS, so that Feedback stays bounded.
@@ -63,25 +56,9 @@ class Box2DBenchmark(GymnasiumBenchmark):
     """A GymnasiumBenchmark (gymnasium's default keyword arguments) whose Feedback adds the Episodes'
     end causes and summaries.
 
-    environment_factory(env, seed) wraps each fresh environment; csv_columns names the
-    summary values (besides end) that `episodes.csv` carries for each Episode.
+    Made with failure_summary=FAILURE_SUMMARY and summary_columns ("end", ...), the summary
+    values that `episodes.csv` carries for each Episode.
     """
-
-    def __init__(
-        self,
-        *,
-        env_id: str,
-        description: str,
-        horizon: int,
-        failure_return: float,
-        parameters: dict[str, Any],
-        readme: str,
-        environment_factory: Callable[[gym.Env, int], Environment],
-        csv_columns: tuple[str, ...],
-    ) -> None:
-        super().__init__(env_id=env_id, description=description, horizon=horizon, failure_return=failure_return,
-                         parameters=parameters, readme=readme, environment_factory=environment_factory)
-        self._csv_columns = csv_columns
 
     def feedback(self, records: list[EpisodeRecord]) -> Feedback:
         """The SDK's default Feedback, plus `ends` (count per end cause), `mean_steps` and `shortened_summaries`.
@@ -92,7 +69,7 @@ class Box2DBenchmark(GymnasiumBenchmark):
         values but the trace.
         """
         base = super().feedback(records)
-        episodes = with_failure_summaries(base.values["episodes"], {"end": POLICY_FAILURE})
+        episodes = base.values["episodes"]
         values = {
             **base.values,
             "episodes": shorten_summaries(episodes, detailed=MAX_DETAILED_EPISODES, keys=SHORT_SUMMARY_KEYS),
@@ -100,5 +77,4 @@ class Box2DBenchmark(GymnasiumBenchmark):
             "mean_steps": mean_steps(episodes),
             "shortened_summaries": max(0, len(episodes) - MAX_DETAILED_EPISODES),
         }
-        table = episodes_csv(episodes, EPISODE_COLUMNS, ("end", *self._csv_columns))
-        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": table})
+        return Feedback(score=base.score, values=values, artifacts=base.artifacts)

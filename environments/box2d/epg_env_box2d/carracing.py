@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.box2d import car_racing as _racing
 
-from epg_env_box2d.box2d_benchmark import FINISHED, LEFT_PLAYFIELD, NOT_ENDED, TIME_LIMIT, Box2DBenchmark, PeriodicTrace
+from epg_env_box2d.box2d_benchmark import FAILURE_SUMMARY, FINISHED, LEFT_PLAYFIELD, NOT_ENDED, TIME_LIMIT, Box2DBenchmark, PeriodicTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
 
@@ -123,5 +123,6 @@ def make_carracing_benchmark() -> Benchmark:
         },
         readme=package_readme(__file__),
         environment_factory=CarRacingEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("end", *CSV_COLUMNS),
     )

@@ -10,7 +10,7 @@ import numpy as np
 from highway_env.envs.common.action import ContinuousAction
 from highway_env.envs.parking_env import ParkingEnv
 
-from epg_env_highway.highway_benchmark import CRASH, GOAL_REACHED, NOT_ENDED, TIME_LIMIT, HighwayBenchmark, lane_name, timing_parameters
+from epg_env_highway.highway_benchmark import CRASH, FAILURE_SUMMARY, GOAL_REACHED, NOT_ENDED, TIME_LIMIT, HighwayBenchmark, lane_name, timing_parameters
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
 from epg_sdk.trace import BoundedTrace
@@ -157,5 +157,6 @@ def make_parking_benchmark() -> Benchmark:
         parameters=_parameters(),
         readme=package_readme(__file__),
         environment_factory=ParkingEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("success", "end", *CSV_COLUMNS),
     )

@@ -11,7 +11,7 @@ from highway_env.envs.common.action import DiscreteMetaAction
 from highway_env.envs.common.observation import KinematicObservation
 from highway_env.envs.roundabout_env import RoundaboutEnv
 
-from epg_env_highway.highway_benchmark import CRASH, NOT_ENDED, OFF_ROAD, TIME_LIMIT, HighwayBenchmark, lane_name, timing_parameters
+from epg_env_highway.highway_benchmark import CRASH, FAILURE_SUMMARY, NOT_ENDED, OFF_ROAD, TIME_LIMIT, HighwayBenchmark, lane_name, timing_parameters
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
 from epg_sdk.trace import BoundedTrace
@@ -134,5 +134,6 @@ def make_roundabout_benchmark() -> Benchmark:
         parameters=_parameters(),
         readme=package_readme(__file__),
         environment_factory=RoundaboutEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("success", "end", *CSV_COLUMNS),
     )

@@ -12,15 +12,12 @@ import numpy as np
 
 from epg_env_mujoco.replay import REPLAY_ARTIFACT, Replay
 from epg_sdk.benchmark import (
-    EPISODE_COLUMNS,
     EpisodeRecord,
     Feedback,
     StepResult,
     count_ends,
-    episodes_csv,
     mean_steps,
     shorten_summaries,
-    with_failure_summaries,
 )
 from epg_sdk.gym_adapter import GymnasiumBenchmark
 from epg_sdk.trace import BoundedTrace
@@ -151,7 +148,8 @@ class MujocoBenchmark(GymnasiumBenchmark):
                  parameters: dict[str, Any], readme: str, task: Task) -> None:
         self._task = task
         super().__init__(env_id=env_id, description=description, horizon=horizon, failure_return=failure_return,
-                         parameters=parameters, readme=readme)
+                         parameters=parameters, readme=readme, failure_summary={"end": POLICY_FAILURE},
+                         summary_columns=("end", *task.summary_columns))
 
     def plan(self, split: str, seed: int, count: int) -> list[bytes]:
         """The SDK's seeds, the Episode at index 0 of every plan marked as the replay Episode (it renders, where it can)."""
@@ -175,7 +173,7 @@ class MujocoBenchmark(GymnasiumBenchmark):
         has every Episode's summary values but the trace.
         """
         base = super().feedback(records)
-        episodes = with_failure_summaries(base.values["episodes"], {"end": POLICY_FAILURE})
+        episodes = base.values["episodes"]
         completed = [row for row in episodes if row["status"] == "completed"]
         means = {}
         for name in self._task.summary_columns:
@@ -190,7 +188,7 @@ class MujocoBenchmark(GymnasiumBenchmark):
             "shortened_summaries": max(0, len(episodes) - MAX_DETAILED_EPISODES),
             "replay": _replay_of(records),
         }
-        artifacts = {"episodes.csv": episodes_csv(episodes, EPISODE_COLUMNS, ("end", *self._task.summary_columns))}
+        artifacts = dict(base.artifacts)
         sheet = next((r.artifacts[REPLAY_ARTIFACT] for r in records if REPLAY_ARTIFACT in r.artifacts), None)
         if sheet is not None:
             artifacts[REPLAY_ARTIFACT] = sheet
