@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -154,13 +155,62 @@ class Benchmark(abc.ABC):
             "policy_failures": sum(1 for r in records if r.status != "completed"),
             "episodes": episodes,
         }
-        return Feedback(score=score, values=values, artifacts={"episodes.csv": _episodes_csv(episodes)})
+        return Feedback(score=score, values=values, artifacts={"episodes.csv": episodes_csv(episodes)})
 
 
-def _episodes_csv(episodes: list[dict[str, Any]]) -> bytes:
+# Helpers for a Benchmark whose feedback() extends the default one. Each takes the per-Episode rows of the
+# default Feedback (its values["episodes"], in plan order) and returns new values, never changing the rows.
+
+EPISODE_COLUMNS = ("index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated")
+
+
+def episodes_csv(
+    episodes: list[dict[str, Any]], columns: Sequence[str] = EPISODE_COLUMNS, summary_columns: Sequence[str] = ()
+) -> bytes:
+    """Return an episodes.csv: one line per row with its columns, then the summary_columns read from its
+    summary ("" where the summary lacks one)."""
     out = io.StringIO()
-    columns = ["index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated"]
-    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=[*columns, *summary_columns], extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows(episodes)
+    for row in episodes:
+        summary = row.get("summary") or {}
+        writer.writerow({**row, **{name: summary.get(name, "") for name in summary_columns}})
     return out.getvalue().encode()
+
+
+def with_failure_summaries(episodes: list[dict[str, Any]], failure_summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return the rows with each failed Episode's summary (status other than "completed") updated by failure_summary,
+    for example ``{"end": "policy_failure"}``; every summary is a copy."""
+    return [
+        {**row, "summary": {**(row.get("summary") or {}), **(failure_summary if row["status"] != "completed" else {})}}
+        for row in episodes
+    ]
+
+
+def count_ends(episodes: list[dict[str, Any]], end_causes: Sequence[str]) -> dict[str, int]:
+    """Return how many Episodes ended in each cause: the summary's `end` ("unknown" when missing), counted
+    under each of end_causes (zero included, in that order), then under any other cause found."""
+    ends = dict.fromkeys(end_causes, 0)
+    for row in episodes:
+        end = str(row["summary"].get("end", "unknown"))
+        ends[end] = ends.get(end, 0) + 1
+    return ends
+
+
+def shorten_summaries(episodes: list[dict[str, Any]], *, detailed: int, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """Return the rows with the summaries after the first `detailed` cut down to keys (those present), so that
+    Feedback stays bounded however many Episodes it covers."""
+    return [
+        row if position < detailed else {**row, "summary": {key: row["summary"][key] for key in keys if key in row["summary"]}}
+        for position, row in enumerate(episodes)
+    ]
+
+
+def mean_steps(episodes: list[dict[str, Any]]) -> float:
+    """Return the mean of the rows' steps (0.0 for none)."""
+    return sum(row["steps"] for row in episodes) / len(episodes) if episodes else 0.0
+
+
+def success_rate(episodes: list[dict[str, Any]]) -> float:
+    """Return the share of rows whose summary says `success: True` (0.0 for none)."""
+    return sum(1 for row in episodes if row["summary"].get("success") is True) / len(episodes) if episodes else 0.0

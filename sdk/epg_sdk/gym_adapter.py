@@ -6,13 +6,27 @@ Only environment images import this module: it needs gymnasium.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from epg_sdk.benchmark import Benchmark, BenchmarkSpec, Direction, Environment, InvalidAction, StepResult
+from epg_sdk.benchmark import (
+    EPISODE_COLUMNS,
+    Benchmark,
+    BenchmarkSpec,
+    Direction,
+    Environment,
+    EpisodeRecord,
+    Feedback,
+    InvalidAction,
+    StepResult,
+    episodes_csv,
+    with_failure_summaries,
+)
 
 
 def describe_space(space: spaces.Space) -> dict[str, Any]:
@@ -130,6 +144,23 @@ def _short(action: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def make_unwrapped(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> gym.Env:
+    """Return gymnasium.make(env_id, **make_kwargs) without its wrappers (no time limit, no checker), as a
+    GymnasiumBenchmark builds each Episode's environment. Raises gymnasium's error for an unknown id."""
+    return gym.make(env_id, disable_env_checker=True, **(make_kwargs or {})).unwrapped
+
+
+@contextmanager
+def probe_environment(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> Iterator[gym.Env]:
+    """Yield make_unwrapped(env_id, make_kwargs), to read what a Benchmark publishes of it (for example
+    simulator constants for BenchmarkSpec.parameters); close it on leaving."""
+    env = make_unwrapped(env_id, make_kwargs)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
 class GymnasiumEnvironment:
     """One gymnasium environment instance seeded for one Episode."""
 
@@ -162,6 +193,7 @@ class GymnasiumBenchmark(Benchmark):
 
     The environment is built unwrapped (no time limit, no checker wrappers):
     the runner enforces the horizon itself, which keeps a step cheap.
+    failure_summary and summary_columns extend the default Feedback (see feedback()).
     """
 
     def __init__(
@@ -178,10 +210,14 @@ class GymnasiumBenchmark(Benchmark):
         readme: str = "",
         public_attributes: tuple[str, ...] = (),
         environment_factory: Callable[[gym.Env, int], Environment] = GymnasiumEnvironment,
+        failure_summary: Mapping[str, Any] | None = None,
+        summary_columns: tuple[str, ...] = (),
     ) -> None:
         self._env_id = env_id
         self._make_kwargs = dict(make_kwargs or {})
         self._factory = environment_factory
+        self._failure_summary = None if failure_summary is None else dict(failure_summary)
+        self._summary_columns = summary_columns
         probe = self._make()
         self._action_space = probe.action_space
         # Simulator constants (e.g. CartPole's gravity) published as public parameters.
@@ -200,7 +236,7 @@ class GymnasiumBenchmark(Benchmark):
         probe.close()
 
     def _make(self) -> gym.Env:
-        return gym.make(self._env_id, disable_env_checker=True, **self._make_kwargs).unwrapped
+        return make_unwrapped(self._env_id, self._make_kwargs)
 
     @property
     def spec(self) -> BenchmarkSpec:
@@ -212,3 +248,14 @@ class GymnasiumBenchmark(Benchmark):
 
     def validate_action(self, action: Any) -> Any:
         return coerce_action(self._action_space, action)
+
+    def feedback(self, records: list[EpisodeRecord]) -> Feedback:
+        """The SDK's default Feedback. With failure_summary, each failed Episode's summary in the per-Episode
+        table says it too (for example ``{"end": "policy_failure"}``); with summary_columns, episodes.csv
+        carries those values of each Episode's summary after EPISODE_COLUMNS."""
+        base = super().feedback(records)
+        if self._failure_summary is None and not self._summary_columns:
+            return base
+        episodes = with_failure_summaries(base.values["episodes"], self._failure_summary or {})
+        artifacts = {**base.artifacts, "episodes.csv": episodes_csv(episodes, EPISODE_COLUMNS, self._summary_columns)}
+        return Feedback(score=base.score, values={**base.values, "episodes": episodes}, artifacts=artifacts)

@@ -9,10 +9,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.box2d import bipedal_walker as _walker
 
-from epg_env_box2d.box2d_benchmark import FELL, FINISHED, NOT_ENDED, TIME_LIMIT, Box2DBenchmark
+from epg_env_box2d.box2d_benchmark import FAILURE_SUMMARY, FELL, FINISHED, NOT_ENDED, TIME_LIMIT, Box2DBenchmark, PeriodicTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
-from epg_sdk.trace import BoundedTrace
 
 __all__ = ["BIPEDAL_FAILURE_RETURN", "BIPEDAL_HORIZON", "BIPEDAL_ID", "BipedalEnvironment", "make_bipedal_benchmark"]
 
@@ -52,8 +51,7 @@ class BipedalEnvironment:
         self._terminated = False
         self._fell = False
         self._max_distance = 0.0
-        self._trace = BoundedTrace()
-        self._last_token = ""
+        self._trace = PeriodicTrace(TRACE_EVERY)
 
     def reset(self) -> np.ndarray:
         observation, _info = self._env.reset(seed=self._seed)
@@ -65,18 +63,12 @@ class BipedalEnvironment:
         self._terminated = bool(terminated)
         self._fell = bool(self._env.game_over or self._hull_x() < 0)
         self._max_distance = max(self._max_distance, self._distance())
-        self._last_token = self._token(observation)
-        if self._steps % TRACE_EVERY == 0:
-            self._trace.add(self._last_token)
-            self._last_token = ""
+        self._trace.step(self._steps, self._token(observation))
         return StepResult(observation=np.array(observation, dtype=np.float32), reward=float(reward),
                           terminated=bool(terminated), truncated=bool(truncated))
 
     def summary(self) -> dict[str, Any]:
         """The end cause, the steps, the distance travelled, whether the walker fell, and the trace."""
-        if self._last_token:
-            self._trace.add(self._last_token)
-            self._last_token = ""
         trace, truncated = self._trace.render()
         return {
             "end": self._end(),
@@ -130,5 +122,6 @@ def make_bipedal_benchmark() -> Benchmark:
         },
         readme=package_readme(__file__),
         environment_factory=BipedalEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("end", *CSV_COLUMNS),
     )

@@ -9,10 +9,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.box2d import car_racing as _racing
 
-from epg_env_box2d.box2d_benchmark import FINISHED, LEFT_PLAYFIELD, NOT_ENDED, TIME_LIMIT, Box2DBenchmark
+from epg_env_box2d.box2d_benchmark import FAILURE_SUMMARY, FINISHED, LEFT_PLAYFIELD, NOT_ENDED, TIME_LIMIT, Box2DBenchmark, PeriodicTrace
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
-from epg_sdk.trace import BoundedTrace
 
 __all__ = ["CARRACING_FAILURE_RETURN", "CARRACING_HORIZON", "CARRACING_ID", "CarRacingEnvironment", "make_carracing_benchmark"]
 
@@ -50,8 +49,7 @@ class CarRacingEnvironment:
         self._off_track_steps = 0
         self._finished = False
         self._left_playfield = False
-        self._trace = BoundedTrace()
-        self._last_token = ""
+        self._trace = PeriodicTrace(TRACE_EVERY)
 
     def reset(self) -> np.ndarray:
         observation, _info = self._env.reset(seed=self._seed)
@@ -65,18 +63,12 @@ class CarRacingEnvironment:
             self._left_playfield = not self._finished
         on_track = self._on_track()
         self._off_track_steps += 0 if on_track else 1
-        self._last_token = self._token(on_track)
-        if self._steps % TRACE_EVERY == 0:
-            self._trace.add(self._last_token)
-            self._last_token = ""
+        self._trace.step(self._steps, self._token(on_track))
         return StepResult(observation=np.array(observation, dtype=np.uint8), reward=float(reward),
                           terminated=bool(terminated), truncated=bool(truncated))
 
     def summary(self) -> dict[str, Any]:
         """The end cause, the steps, the tiles visited, the time off the track, and the trace."""
-        if self._last_token:
-            self._trace.add(self._last_token)
-            self._last_token = ""
         trace, truncated = self._trace.render()
         tiles = int(self._env.tile_visited_count)
         track = len(self._env.track)
@@ -131,5 +123,6 @@ def make_carracing_benchmark() -> Benchmark:
         },
         readme=package_readme(__file__),
         environment_factory=CarRacingEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("end", *CSV_COLUMNS),
     )

@@ -5,15 +5,25 @@ State observations only: nothing here renders, so no GL library is needed.
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from epg_sdk.benchmark import Benchmark, EpisodeRecord, Feedback, StepResult
-from epg_sdk.gym_adapter import GymnasiumBenchmark
+from epg_sdk.benchmark import (
+    EPISODE_COLUMNS,
+    Benchmark,
+    EpisodeRecord,
+    Feedback,
+    StepResult,
+    count_ends,
+    episodes_csv,
+    mean_steps,
+    shorten_summaries,
+    success_rate,
+    with_failure_summaries,
+)
+from epg_sdk.gym_adapter import GymnasiumBenchmark, probe_environment
 from epg_sdk.readme import package_readme
 from epg_sdk.trace import BoundedTrace
 
@@ -39,8 +49,9 @@ END_CAUSES = (TIME_LIMIT, POLICY_FAILURE)
 # Episodes keep only SHORT_SUMMARY_KEYS, so that Feedback stays bounded.
 MAX_DETAILED_EPISODES = 128
 SHORT_SUMMARY_KEYS = ("success", "end", "final_distance_m")
-CSV_COLUMNS = ("index", "status", "failure", "steps", "return", "scored_return", "success", "end", "final_distance_m",
-               "min_distance_m", "success_steps", "first_success_step")
+# episodes.csv: each Episode's index, status, failure, steps, return and scored_return (not terminated and
+# truncated), then these values of its summary.
+CSV_SUMMARY_COLUMNS = ("success", "end", "final_distance_m", "min_distance_m", "success_steps", "first_success_step")
 
 # The 25 entries of `observation`, in order (gymnasium-robotics' fetch_env._get_obs).
 # Each name maps to [start, stop) within the vector.
@@ -146,46 +157,19 @@ class FetchBenchmark(GymnasiumBenchmark):
         the first MAX_DETAILED_EPISODES keep only SHORT_SUMMARY_KEYS in their summary.
         """
         base = super().feedback(records)
-        episodes = [_completed(row) for row in base.values["episodes"]]
-        count = len(episodes)
-        ends = dict.fromkeys(END_CAUSES, 0)
-        for row in episodes:
-            end = str(row["summary"].get("end", "unknown"))
-            ends[end] = ends.get(end, 0) + 1
+        episodes = with_failure_summaries(base.values["episodes"], {"end": POLICY_FAILURE, "success": False})
         distances = [float(row["summary"]["final_distance_m"]) for row in episodes if "final_distance_m" in row["summary"]]
-        published = [_shortened(row) if position >= MAX_DETAILED_EPISODES else row for position, row in enumerate(episodes)]
         values = {
             **base.values,
-            "episodes": published,
-            "success_rate": sum(1 for row in episodes if row["summary"].get("success") is True) / count if count else 0.0,
-            "ends": ends,
+            "episodes": shorten_summaries(episodes, detailed=MAX_DETAILED_EPISODES, keys=SHORT_SUMMARY_KEYS),
+            "success_rate": success_rate(episodes),
+            "ends": count_ends(episodes, END_CAUSES),
             "mean_final_distance_m": round(sum(distances) / len(distances), 4) if distances else -1.0,
-            "mean_steps": sum(row["steps"] for row in episodes) / count if count else 0.0,
-            "shortened_summaries": max(0, count - MAX_DETAILED_EPISODES),
+            "mean_steps": mean_steps(episodes),
+            "shortened_summaries": max(0, len(episodes) - MAX_DETAILED_EPISODES),
         }
-        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": _episodes_csv(episodes)})
-
-
-def _episodes_csv(episodes: list[dict[str, Any]]) -> bytes:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in episodes:
-        summary = row["summary"]
-        writer.writerow({**row, **{name: summary.get(name, "") for name in CSV_COLUMNS[6:]}})
-    return out.getvalue().encode()
-
-
-def _completed(row: dict[str, Any]) -> dict[str, Any]:
-    summary = dict(row.get("summary") or {})
-    if row["status"] != "completed":
-        summary["end"] = POLICY_FAILURE
-        summary["success"] = False
-    return {**row, "summary": summary}
-
-
-def _shortened(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "summary": {key: row["summary"][key] for key in SHORT_SUMMARY_KEYS if key in row["summary"]}}
+        table = episodes_csv(episodes, EPISODE_COLUMNS[:6], CSV_SUMMARY_COLUMNS)
+        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": table})
 
 
 def _plain(observation: Any) -> dict[str, np.ndarray]:
@@ -194,8 +178,7 @@ def _plain(observation: Any) -> dict[str, np.ndarray]:
 
 
 def _parameters(env_id: str) -> dict[str, Any]:
-    env = gym.make(env_id, disable_env_checker=True).unwrapped
-    try:
+    with probe_environment(env_id) as env:
         return {
             "distance_threshold": float(env.distance_threshold),
             "reward_type": str(env.reward_type),
@@ -209,8 +192,6 @@ def _parameters(env_id: str) -> dict[str, Any]:
             "obj_range_m": float(env.obj_range),
             "observation_layout": {name: list(span) for name, span in OBSERVATION_LAYOUT.items()},
         }
-    finally:
-        env.close()
 
 
 def _make(env_id: str, description: str) -> Benchmark:

@@ -1,14 +1,17 @@
-"""What the two highway-env Benchmarks share: the end causes of an Episode and their Feedback."""
+"""What the two highway-env Benchmarks share: the end causes of an Episode, their Feedback, their timing and lane names."""
 
 from __future__ import annotations
 
-import csv
-import io
-from typing import Any, Callable
+from typing import Any
 
-import gymnasium as gym
-
-from epg_sdk.benchmark import Environment, EpisodeRecord, Feedback
+from epg_sdk.benchmark import (
+    EpisodeRecord,
+    Feedback,
+    count_ends,
+    mean_steps,
+    shorten_summaries,
+    success_rate,
+)
 from epg_sdk.gym_adapter import GymnasiumBenchmark
 
 # Why an Episode ended: a closed set, the value of every Episode summary's `end`.
@@ -19,38 +22,21 @@ TIME_LIMIT = "time_limit"  # the Episode ran its horizon (or highway-env's durat
 POLICY_FAILURE = "policy_failure"  # the Program failed (crash, timeout, invalid action); set by feedback()
 NOT_ENDED = "not_ended"  # what an Environment says when asked before its Episode ended
 END_CAUSES = (GOAL_REACHED, CRASH, OFF_ROAD, TIME_LIMIT, POLICY_FAILURE)
+FAILURE_SUMMARY = {"end": POLICY_FAILURE, "success": False}  # what Feedback says in a failed Episode's summary
 
 # Feedback keeps the whole summary, trace included, of this many Episodes (in plan order); the
 # summaries of later Episodes keep only success and end, so that Feedback stays bounded.
 MAX_DETAILED_EPISODES = 128
 SHORT_SUMMARY_KEYS = ("success", "end")
 
-_CSV_COLUMNS = ("index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated", "success", "end")
-
 
 class HighwayBenchmark(GymnasiumBenchmark):
     """A GymnasiumBenchmark (made with highway-env's default configuration) whose Feedback adds the
     Episodes' end causes, success rate and summaries.
 
-    environment_factory(env, seed) wraps each fresh environment; csv_columns names the
-    summary values (besides success and end) that `episodes.csv` carries for each Episode.
+    Made with failure_summary=FAILURE_SUMMARY and summary_columns ("success", "end", ...), the
+    summary values that `episodes.csv` carries for each Episode.
     """
-
-    def __init__(
-        self,
-        *,
-        env_id: str,
-        description: str,
-        horizon: int,
-        failure_return: float,
-        parameters: dict[str, Any],
-        readme: str,
-        environment_factory: Callable[[gym.Env, int], Environment],
-        csv_columns: tuple[str, ...],
-    ) -> None:
-        super().__init__(env_id=env_id, description=description, horizon=horizon, failure_return=failure_return,
-                         parameters=parameters, readme=readme, environment_factory=environment_factory)
-        self._csv_columns = csv_columns
 
     def feedback(self, records: list[EpisodeRecord]) -> Feedback:
         """The SDK's default Feedback, plus `success_rate`, `ends` (count per end cause), `mean_steps`
@@ -62,42 +48,27 @@ class HighwayBenchmark(GymnasiumBenchmark):
         Episode's summary values but the trace.
         """
         base = super().feedback(records)
-        episodes = [_completed(row) for row in base.values["episodes"]]
-        ends = dict.fromkeys(END_CAUSES, 0)
-        for row in episodes:
-            end = str(row["summary"].get("end", "unknown"))
-            ends[end] = ends.get(end, 0) + 1
-        count = len(episodes)
-        published = [_shortened(row) if position >= MAX_DETAILED_EPISODES else row for position, row in enumerate(episodes)]
+        episodes = base.values["episodes"]
         values = {
             **base.values,
-            "episodes": published,
-            "success_rate": sum(1 for row in episodes if row["summary"].get("success") is True) / count if count else 0.0,
-            "ends": ends,
-            "mean_steps": sum(row["steps"] for row in episodes) / count if count else 0.0,
-            "shortened_summaries": max(0, count - MAX_DETAILED_EPISODES),
+            "episodes": shorten_summaries(episodes, detailed=MAX_DETAILED_EPISODES, keys=SHORT_SUMMARY_KEYS),
+            "success_rate": success_rate(episodes),
+            "ends": count_ends(episodes, END_CAUSES),
+            "mean_steps": mean_steps(episodes),
+            "shortened_summaries": max(0, len(episodes) - MAX_DETAILED_EPISODES),
         }
-        return Feedback(score=base.score, values=values, artifacts={"episodes.csv": self._episodes_csv(episodes)})
-
-    def _episodes_csv(self, episodes: list[dict[str, Any]]) -> bytes:
-        columns = [*_CSV_COLUMNS, *self._csv_columns]
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for row in episodes:
-            summary = row["summary"]
-            writer.writerow({**row, **{name: summary.get(name, "") for name in ("success", "end", *self._csv_columns)}})
-        return out.getvalue().encode()
+        return Feedback(score=base.score, values=values, artifacts=base.artifacts)
 
 
-def _completed(row: dict[str, Any]) -> dict[str, Any]:
-    """One Episode's row with its summary completed: a failed Episode ended in a policy failure, unsuccessfully."""
-    summary = dict(row.get("summary") or {})
-    if row["status"] != "completed":
-        summary["end"] = POLICY_FAILURE
-        summary["success"] = False
-    return {**row, "summary": summary}
+def timing_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """The public timing of a highway-env configuration: decisions and simulated steps per second, and its duration."""
+    return {
+        "policy_frequency": int(config["policy_frequency"]),
+        "simulation_frequency": int(config["simulation_frequency"]),
+        "duration_s": float(config["duration"]),
+    }
 
 
-def _shortened(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "summary": {key: row["summary"][key] for key in SHORT_SUMMARY_KEYS if key in row["summary"]}}
+def lane_name(lane_index: Any) -> str:
+    """A road lane's index as text, e.g. `b-c-5` (`none` for no lane)."""
+    return "-".join(str(part) for part in lane_index) if lane_index else "none"

@@ -10,7 +10,7 @@ import numpy as np
 from highway_env.envs.common.action import ContinuousAction
 from highway_env.envs.parking_env import ParkingEnv
 
-from epg_env_highway.highway_benchmark import CRASH, GOAL_REACHED, NOT_ENDED, TIME_LIMIT, HighwayBenchmark
+from epg_env_highway.highway_benchmark import CRASH, FAILURE_SUMMARY, GOAL_REACHED, NOT_ENDED, TIME_LIMIT, HighwayBenchmark, lane_name, timing_parameters
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
 from epg_sdk.trace import BoundedTrace
@@ -33,10 +33,6 @@ DESCRIPTION = (
 )
 
 CSV_COLUMNS = ("final_distance_m", "min_distance_m", "final_heading_error_deg", "final_speed_mps")
-
-
-def _lane_name(lane_index: Any) -> str:
-    return "-".join(str(part) for part in lane_index) if lane_index else "none"
 
 
 def _wrapped_degrees(radians: float) -> float:
@@ -95,7 +91,7 @@ class ParkingEnvironment:
             "min_distance_m": round(self._min_distance, 3),
             "final_heading_error_deg": round(self._heading_error(), 1),
             "final_speed_mps": round(float(vehicle.speed), 3),
-            "goal_spot": _lane_name(self._goal_lane()),
+            "goal_spot": lane_name(self._goal_lane()),
             "trace": trace,
             "trace_truncated": truncated,
         }
@@ -128,7 +124,7 @@ class ParkingEnvironment:
         vehicle = self._env.vehicle
         seconds = self._steps / POLICY_FREQUENCY
         return (f"{seconds:.1f}s v{float(vehicle.speed):+.1f} d{self._distance():.1f} "
-                f"h{self._heading_error():+.0f} {_lane_name(vehicle.lane_index)}")
+                f"h{self._heading_error():+.0f} {lane_name(vehicle.lane_index)}")
 
 
 def _plain(observation: Any) -> dict[str, np.ndarray]:
@@ -147,9 +143,7 @@ def _parameters() -> dict[str, Any]:
         "collision_reward": float(_CONFIG["collision_reward"]),
         "acceleration_range": [float(a) for a in ContinuousAction.ACCELERATION_RANGE],
         "steering_range": [float(s) for s in ContinuousAction.STEERING_RANGE],
-        "policy_frequency": POLICY_FREQUENCY,
-        "simulation_frequency": int(_CONFIG["simulation_frequency"]),
-        "duration_s": float(_CONFIG["duration"]),
+        **timing_parameters(_CONFIG),
     }
 
 
@@ -163,5 +157,6 @@ def make_parking_benchmark() -> Benchmark:
         parameters=_parameters(),
         readme=package_readme(__file__),
         environment_factory=ParkingEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("success", "end", *CSV_COLUMNS),
     )

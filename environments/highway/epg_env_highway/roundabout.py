@@ -11,7 +11,7 @@ from highway_env.envs.common.action import DiscreteMetaAction
 from highway_env.envs.common.observation import KinematicObservation
 from highway_env.envs.roundabout_env import RoundaboutEnv
 
-from epg_env_highway.highway_benchmark import CRASH, NOT_ENDED, OFF_ROAD, TIME_LIMIT, HighwayBenchmark
+from epg_env_highway.highway_benchmark import CRASH, FAILURE_SUMMARY, NOT_ENDED, OFF_ROAD, TIME_LIMIT, HighwayBenchmark, lane_name, timing_parameters
 from epg_sdk.benchmark import Benchmark, StepResult
 from epg_sdk.readme import package_readme
 from epg_sdk.trace import BoundedTrace
@@ -37,10 +37,6 @@ DESCRIPTION = (
 )
 
 CSV_COLUMNS = ("off_road_steps", "lane_changes", "mean_speed_mps", "final_speed_mps", "final_lane")
-
-
-def _lane_name(lane_index: Any) -> str:
-    return "-".join(str(part) for part in lane_index) if lane_index else "none"
 
 
 class RoundaboutEnvironment:
@@ -77,7 +73,7 @@ class RoundaboutEnvironment:
         self._off_road_steps += 0 if self._on_road else 1
         self._lane_changes += 1 if index in LANE_CHANGES else 0
         self._speeds.append(float(vehicle.speed))
-        token = f"{self._steps}s {ACTIONS[index]} v{float(vehicle.speed):.1f} {_lane_name(vehicle.lane_index)} r{float(reward):.2f}"
+        token = f"{self._steps}s {ACTIONS[index]} v{float(vehicle.speed):.1f} {lane_name(vehicle.lane_index)} r{float(reward):.2f}"
         self._trace.add(token if self._on_road else token + " off-road")
         return StepResult(observation=np.array(observation, dtype=np.float32), reward=float(reward),
                           terminated=bool(terminated), truncated=bool(truncated))
@@ -96,7 +92,7 @@ class RoundaboutEnvironment:
             "lane_changes": self._lane_changes,
             "mean_speed_mps": round(sum(self._speeds) / len(self._speeds), 3) if self._speeds else 0.0,
             "final_speed_mps": round(float(vehicle.speed), 3),
-            "final_lane": _lane_name(vehicle.lane_index),
+            "final_lane": lane_name(vehicle.lane_index),
             "trace": trace,
             "trace_truncated": truncated,
         }
@@ -124,9 +120,7 @@ def _parameters() -> dict[str, Any]:
         "high_speed_reward": float(_CONFIG["high_speed_reward"]),
         "lane_change_reward": float(_CONFIG["lane_change_reward"]),
         "normalize_reward": bool(_CONFIG["normalize_reward"]),
-        "policy_frequency": POLICY_FREQUENCY,
-        "simulation_frequency": int(_CONFIG["simulation_frequency"]),
-        "duration_s": float(_CONFIG["duration"]),
+        **timing_parameters(_CONFIG),
     }
 
 
@@ -140,5 +134,6 @@ def make_roundabout_benchmark() -> Benchmark:
         parameters=_parameters(),
         readme=package_readme(__file__),
         environment_factory=RoundaboutEnvironment,
-        csv_columns=CSV_COLUMNS,
+        failure_summary=FAILURE_SUMMARY,
+        summary_columns=("success", "end", *CSV_COLUMNS),
     )

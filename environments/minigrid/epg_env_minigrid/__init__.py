@@ -13,13 +13,12 @@ from dataclasses import dataclass, replace  # noqa: E402
 from functools import partial  # noqa: E402
 from typing import Any  # noqa: E402
 
-import gymnasium as gym  # noqa: E402
 import minigrid  # noqa: E402,F401  (importing it registers the MiniGrid ids with gymnasium)
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX  # noqa: E402
 
 from epg_env_minigrid.episode import ACTION_NAMES, DIRECTION_NAMES, GOAL_REACHED, STOPPED, TIME_LIMIT, MiniGridEpisode  # noqa: E402
 from epg_sdk.benchmark import Benchmark, EpisodeRecord, Feedback  # noqa: E402
-from epg_sdk.gym_adapter import GymnasiumBenchmark  # noqa: E402
+from epg_sdk.gym_adapter import GymnasiumBenchmark, probe_environment  # noqa: E402
 from epg_sdk.readme import package_readme  # noqa: E402
 
 __all__ = ["FAILURE_RETURN", "TASKS", "TRACED_EPISODES", "MiniGridBenchmark", "Task",
@@ -74,8 +73,7 @@ def _missions(space: Any) -> list[str]:
 
 def _public_parameters(env_id: str) -> dict[str, Any]:
     """What a policy may know without the simulator: the grid, the step limit of the reward, the codes."""
-    env = gym.make(env_id, disable_env_checker=True).unwrapped
-    try:
+    with probe_environment(env_id) as env:
         return {
             "max_steps": int(env.max_steps),
             "grid_width": int(env.width),
@@ -88,8 +86,6 @@ def _public_parameters(env_id: str) -> dict[str, Any]:
             "color_codes": dict(COLOR_TO_IDX),
             "state_codes": dict(STATE_TO_IDX),
         }
-    finally:
-        env.close()
 
 
 def _without_trace(record: EpisodeRecord) -> EpisodeRecord:

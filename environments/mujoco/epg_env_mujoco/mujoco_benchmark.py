@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -13,7 +11,14 @@ import gymnasium as gym
 import numpy as np
 
 from epg_env_mujoco.replay import REPLAY_ARTIFACT, Replay
-from epg_sdk.benchmark import EpisodeRecord, Feedback, StepResult
+from epg_sdk.benchmark import (
+    EpisodeRecord,
+    Feedback,
+    StepResult,
+    count_ends,
+    mean_steps,
+    shorten_summaries,
+)
 from epg_sdk.gym_adapter import GymnasiumBenchmark
 from epg_sdk.trace import BoundedTrace
 
@@ -28,8 +33,6 @@ END_CAUSES = (TIME_LIMIT, UNHEALTHY, POLICY_FAILURE)
 # summaries of later Episodes keep only SHORT_SUMMARY_KEYS, so that Feedback stays bounded.
 MAX_DETAILED_EPISODES = 128
 SHORT_SUMMARY_KEYS = ("end", "steps")
-
-_CSV_COLUMNS = ("index", "status", "failure", "steps", "return", "scored_return", "terminated", "truncated", "end")
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,8 @@ class MujocoBenchmark(GymnasiumBenchmark):
                  parameters: dict[str, Any], readme: str, task: Task) -> None:
         self._task = task
         super().__init__(env_id=env_id, description=description, horizon=horizon, failure_return=failure_return,
-                         parameters=parameters, readme=readme)
+                         parameters=parameters, readme=readme, failure_summary={"end": POLICY_FAILURE},
+                         summary_columns=("end", *task.summary_columns))
 
     def plan(self, split: str, seed: int, count: int) -> list[bytes]:
         """The SDK's seeds, the Episode at index 0 of every plan marked as the replay Episode (it renders, where it can)."""
@@ -169,42 +173,26 @@ class MujocoBenchmark(GymnasiumBenchmark):
         has every Episode's summary values but the trace.
         """
         base = super().feedback(records)
-        episodes = [_completed(row) for row in base.values["episodes"]]
-        ends = dict.fromkeys(END_CAUSES, 0)
-        for row in episodes:
-            end = str(row["summary"].get("end", "unknown"))
-            ends[end] = ends.get(end, 0) + 1
+        episodes = base.values["episodes"]
         completed = [row for row in episodes if row["status"] == "completed"]
         means = {}
         for name in self._task.summary_columns:
             numbers = [row["summary"][name] for row in completed if isinstance(row["summary"].get(name), (int, float))]
             means[name] = round(sum(numbers) / len(numbers), 4) if numbers else None
-        count = len(episodes)
-        published = [_shortened(row) if position >= MAX_DETAILED_EPISODES else row for position, row in enumerate(episodes)]
         values = {
             **base.values,
-            "episodes": published,
-            "ends": ends,
-            "mean_steps": sum(row["steps"] for row in episodes) / count if count else 0.0,
+            "episodes": shorten_summaries(episodes, detailed=MAX_DETAILED_EPISODES, keys=SHORT_SUMMARY_KEYS),
+            "ends": count_ends(episodes, END_CAUSES),
+            "mean_steps": mean_steps(episodes),
             "means": means,
-            "shortened_summaries": max(0, count - MAX_DETAILED_EPISODES),
+            "shortened_summaries": max(0, len(episodes) - MAX_DETAILED_EPISODES),
             "replay": _replay_of(records),
         }
-        artifacts = {"episodes.csv": self._episodes_csv(episodes)}
+        artifacts = dict(base.artifacts)
         sheet = next((r.artifacts[REPLAY_ARTIFACT] for r in records if REPLAY_ARTIFACT in r.artifacts), None)
         if sheet is not None:
             artifacts[REPLAY_ARTIFACT] = sheet
         return Feedback(score=base.score, values=values, artifacts=artifacts)
-
-    def _episodes_csv(self, episodes: list[dict[str, Any]]) -> bytes:
-        columns = [*_CSV_COLUMNS, *self._task.summary_columns]
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for row in episodes:
-            summary = row["summary"]
-            writer.writerow({**row, **{name: summary.get(name, "") for name in ("end", *self._task.summary_columns)}})
-        return out.getvalue().encode()
 
 
 def _replay_of(records: list[EpisodeRecord]) -> dict[str, Any]:
@@ -217,13 +205,3 @@ def _replay_of(records: list[EpisodeRecord]) -> dict[str, Any]:
             return {"available": available, "episode": record.index, **({"artifact": REPLAY_ARTIFACT} if available else {"reason": reason})}
     return {"available": False, "reason": "this evaluation did not run the replay Episode (index 0 of its split)"}
 
-
-def _completed(row: dict[str, Any]) -> dict[str, Any]:
-    summary = dict(row.get("summary") or {})
-    if row["status"] != "completed":
-        summary["end"] = POLICY_FAILURE
-    return {**row, "summary": summary}
-
-
-def _shortened(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "summary": {key: row["summary"][key] for key in SHORT_SUMMARY_KEYS if key in row["summary"]}}

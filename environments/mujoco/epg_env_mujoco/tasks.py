@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from epg_env_mujoco.mujoco_benchmark import MujocoBenchmark, Task
 from epg_sdk.benchmark import Benchmark
+from epg_sdk.gym_adapter import probe_environment
 from epg_sdk.readme import package_readme
 
 HALFCHEETAH_ID, ANT_ID, PUSHER_ID, REACHER_ID = "HalfCheetah-v5", "Ant-v5", "Pusher-v5", "Reacher-v5"
@@ -125,8 +125,7 @@ DESCRIPTIONS = {
 
 
 def _parameters(env_id: str) -> dict[str, Any]:
-    env = gym.make(env_id, disable_env_checker=True).unwrapped
-    try:
+    with probe_environment(env_id) as env:
         names = [name for name in ("_forward_reward_weight", "_ctrl_cost_weight", "_contact_cost_weight", "_healthy_reward",
                                    "_reward_dist_weight", "_reward_near_weight", "_reward_control_weight",
                                    "_reset_noise_scale") if hasattr(env, name)]
@@ -136,8 +135,6 @@ def _parameters(env_id: str) -> dict[str, Any]:
         parameters["dt"] = float(env.dt)
         parameters["frame_skip"] = int(env.frame_skip)
         return parameters
-    finally:
-        env.close()
 
 
 def _make(env_id: str) -> Benchmark:
