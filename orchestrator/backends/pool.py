@@ -131,6 +131,13 @@ class ContainerPool:
             self._size = max(0, size)
             self._condition.notify_all()
 
+    def expect(self, episodes: int) -> None:
+        """From now on at most `episodes` more containers will be taken: never start more than those, whatever
+        the size (a Run's held-out phases: when its last batch ends, no refill starts only to be removed)."""
+        with self._condition:
+            self._remaining = max(0, episodes)
+            self._condition.notify_all()
+
     @property
     def size(self) -> int:
         with self._condition:

@@ -314,8 +314,8 @@ class RunDriver:
 
         While the agent works its pool holds pool_size containers and, between its Submissions' batches, also
         pre-starts the Validation and Assessment Episodes ahead (the candidates counted at their most); each phase
-        then lowers the target to what still follows. A batch only ever starts what it lacks, so the agent's own
-        Submissions come first.
+        then lowers the target to what still follows, and tells the pool how many Episodes that is, so that none is
+        started after the last batch. A batch only ever starts what it lacks, so the agent's own Submissions come first.
         """
         spec = self._spec
         assessment = spec.assessment.episodes * (2 if spec.assessment.include_initial_program else 1)
@@ -327,6 +327,8 @@ class RunDriver:
         else:
             upcoming, floor = assessment, 0
         target = max(floor, min(upcoming, spec.sandbox.prestart_memory_mib // IDLE_POLICY_CONTAINER_MIB))
+        if phase != "agent":
+            sandbox.pool.expect(upcoming)  # exactly these Episodes follow: nothing is refilled after the last
         sandbox.pool.resize(target)
         self._records.append_event("prestart", phase=phase, target=target, ready=sandbox.pool.ready_count())
 

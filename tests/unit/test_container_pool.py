@@ -1,4 +1,4 @@
-"""ContainerPool.close: every Slot is destroyed once, by up to CLOSE_REMOVERS removers at a time."""
+"""ContainerPool: what close destroys and how, and what a pool told how many Episodes follow starts."""
 
 from __future__ import annotations
 
@@ -62,3 +62,36 @@ def test_close_with_one_remover_is_sequential(monkeypatch) -> None:
     pool.close()
     assert recorder.most_at_once == 1
     assert len(recorder.destroyed) == recorder.started == 6
+
+
+def _one_batch(pool: ContainerPool, episodes: int) -> None:
+    pool.begin_batch(episodes)
+    for _ in range(episodes):
+        pool.discard(pool.take(0))
+    pool.end_batch()
+
+
+def test_a_pool_told_how_many_episodes_follow_starts_nothing_after_the_last() -> None:
+    recorder = Recorder(removal_s=0.0)
+    pool = ContainerPool(lanes=1, size=4, starters=2, start_slot=recorder.start_slot, destroy=recorder.destroy)
+    try:
+        assert pool.wait_until_full(10)
+        pool.expect(6)
+        _one_batch(pool, 6)
+        time.sleep(0.3)  # a refill would be under way by now
+        assert recorder.started == 6
+    finally:
+        pool.close()
+    assert sorted(recorder.destroyed) == sorted(f"slot-{i}" for i in range(1, 7))
+
+
+def test_without_expect_the_pool_refills_after_a_batch() -> None:
+    recorder = Recorder(removal_s=0.0)
+    pool = ContainerPool(lanes=1, size=4, starters=2, start_slot=recorder.start_slot, destroy=recorder.destroy)
+    try:
+        assert pool.wait_until_full(10)
+        _one_batch(pool, 6)
+        assert pool.wait_until_full(10)
+        assert recorder.started == 10
+    finally:
+        pool.close()
