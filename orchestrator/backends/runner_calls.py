@@ -5,6 +5,7 @@ policy run and how the Host reaches them.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Sequence
 
@@ -23,7 +24,11 @@ from orchestrator.protocol.records import outcome_to_proto_record
 
 
 def benchmark_info(d: Any) -> BenchmarkInfo:
-    """The Benchmark a runner's Describe answer describes."""
+    """The Benchmark a runner's Describe answer describes.
+
+    Raises InfrastructureError(ENVIRONMENT_ERROR) for a non-finite failure_return: every failed Episode scores it.
+    """
+    _finite(d.failure_return, f"the Benchmark {d.id!r} describes a non-finite failure_return")
     return BenchmarkInfo(
         id=d.id,
         description=d.description,
@@ -49,7 +54,13 @@ def feedback_request(outcomes: list[EpisodeOutcome]) -> runner_pb2.FeedbackReque
 
 
 def evaluation_feedback(response: Any, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-    """The Feedback of a BuildFeedback answer on outcomes."""
+    """The Feedback of a BuildFeedback answer on outcomes.
+
+    Raises InfrastructureError(ENVIRONMENT_ERROR) for a non-finite score: the Benchmark's code misbehaved, which
+    is never the policy's failure (a Submission it ends is voided and refunded), and a NaN or an infinity must not
+    reach the records, the ranking or the selection.
+    """
+    _finite(response.score, f"the Benchmark's feedback gave a non-finite score over {len(outcomes)} Episodes")
     return EvaluationFeedback(score=response.score, values=values.decode(response.values) or {},
                               artifacts={a.name: a.data for a in response.artifacts}, episodes=tuple(outcomes))
 
@@ -71,16 +82,27 @@ def episode_budget_s(limits: EpisodeLimits) -> float:
 
 
 def runner_outcome(job: EpisodeJob, record: Any) -> RunnerOutcome:
-    """How the runner says the Episode ended. Raises InfrastructureError(ENVIRONMENT_ERROR): not the policy's fault."""
+    """How the runner says the Episode ended.
+
+    Raises InfrastructureError(ENVIRONMENT_ERROR), not the policy's fault, when the runner says the environment
+    failed or when the Episode's return is not a finite number (the environment's rewards are its own).
+    """
     outcome = OUTCOMES[record.outcome]
+    episode = job.episode
     if outcome is RunnerOutcome.ENVIRONMENT_ERROR:
-        episode = job.episode
         raise InfrastructureError(
             InfraErrorCode.ENVIRONMENT_ERROR,
             f"the {episode.split} Episode {episode.index} failed inside the environment (not the policy's fault)",
             evidence=record.traceback,
         )
+    _finite(record.total_reward, f"the environment gave the {episode.split} Episode {episode.index} a non-finite return")
     return outcome
+
+
+def _finite(number: float, what: str) -> None:
+    """Raises InfrastructureError(ENVIRONMENT_ERROR) saying what, and the number, when number is NaN or infinite."""
+    if not math.isfinite(number):
+        raise InfrastructureError(InfraErrorCode.ENVIRONMENT_ERROR, f"{what} ({number!r}; not the policy's fault)")
 
 
 def episode_outcome(job: EpisodeJob, record: Any, outcome: RunnerOutcome, exit_status: ContainerExit | None,

@@ -7,10 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
+from orchestrator.cli.terminal import markup_safe, plain
 from orchestrator.envcheck import EnvCheckError, EnvReport, check_environment
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
@@ -35,13 +37,13 @@ def env_test(
     3 infrastructure (the engine, an image build, or a check that did not finish in time).
     """
     json_mode(as_json)
-    progress = (lambda message: None) if as_json else (lambda message: err.print(f"[dim]{message}[/]", highlight=False))
+    progress = (lambda message: None) if as_json else (lambda message: err.print(plain(message, "dim")))
     try:
         engine = DockerEngine.connect()
         report = check_environment(engine, target, episodes=episodes, scope=scope, base=base,
                                    environments=environment_roots(environments), baseline_dir=baseline, progress=progress)
     except EnvCheckError as exc:
-        fail(str(exc))
+        fail(markup_safe(str(exc)))  # it may quote the image's own output
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     if as_json:
@@ -55,11 +57,15 @@ def env_test(
 
 
 def _print_table(report: EnvReport) -> None:
-    table = Table(title=f"{', '.join(report.benchmarks)} in {report.image} ({report.image_id[:19]})", title_justify="left")
+    """Print one row per check. Names and details come from the image (and a baseline's reasons from its policy):
+    printed as plain text with their control characters visible, never as markup."""
+    title = plain(f"{', '.join(report.benchmarks)} in {report.image} ({report.image_id[:19]})")
+    table = Table(title=title, title_justify="left")
     for column in ("benchmark", "check", "result", "detail"):
         table.add_column(column)
     for check in report.checks:
-        table.add_row(check.benchmark, check.name, "[green]ok[/]" if check.ok else "[red]FAILED[/]", check.detail)
+        result = Text("ok", style="green") if check.ok else Text("FAILED", style="red")
+        table.add_row(plain(check.benchmark), plain(check.name), result, plain(check.detail))
     out.print(table)
 
 
@@ -82,5 +88,5 @@ def env_new(
     if as_json:
         print_json({"root": str(created.root), "benchmark_id": created.benchmark_id, "image": created.image})
         return
-    out.print(f"created {created.root} ({created.benchmark_id}, image {created.image}); check it with `epg-orchestrate env test {created.root}`",
-              highlight=False)
+    out.print(plain(f"created {created.root} ({created.benchmark_id}, image {created.image}); "
+                    f"check it with `epg-orchestrate env test {created.root}`"))

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from epg_sdk.planning import SPLITS
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -31,6 +32,7 @@ from orchestrator.cli.options import (
     Scope,
     environment_roots,
 )
+from orchestrator.cli.terminal import markup_safe, plain
 from orchestrator.compose import KubernetesOptions, SandboxOptions, open_sandbox, sandbox_provenance
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
@@ -79,7 +81,7 @@ def evaluate(
     try:
         program = capture_program(program_dir)
     except ProgramError as exc:
-        fail(f"invalid Program: {exc.message}")
+        fail(f"invalid Program: {markup_safe(exc.message)}")
     limits = SandboxLimits(
         memory_bytes=parse_size(memory),
         cpus=cpus,
@@ -90,7 +92,7 @@ def evaluate(
     try:
         package, _, _ = resolve_benchmark(benchmark, discover(roots))
     except CatalogueError as exc:
-        fail(str(exc))
+        fail(markup_safe(str(exc)))
     tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, episodes=episodes)
     kubernetes = (KubernetesOptions(target=ClusterTarget(context=context, namespace=namespace), registry_prefix=registry_prefix,
                                     runtime_class_name=runtime_class) if backend == "kubernetes" else None)
@@ -100,9 +102,9 @@ def evaluate(
     try:
         evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json)
     except ProgramError as exc:
-        fail(f"invalid Program: {exc.message}")
+        fail(f"invalid Program: {markup_safe(exc.message)}")
     except CatalogueError as exc:
-        fail(str(exc))
+        fail(markup_safe(str(exc)))
     except InfrastructureError as exc:
         fail_infrastructure(exc, out_dir / "diagnostics" if out_dir else None)
     document = evaluation_json(evaluation, {**produced_by, "episodes_run": len(evaluation.feedback.episodes),
@@ -124,7 +126,7 @@ def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program,
 
         def note(message: str) -> None:
             if not quiet:
-                err.print(f"[dim]{message}[/]", highlight=False)
+                err.print(plain(message, "dim"))
 
         def advance(outcome) -> None:
             progress.update(task, advance=1, description=f"Episodes ({outcome.status.value})")
@@ -136,20 +138,25 @@ def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program,
 
 
 def _print_report(evaluation: Evaluation, out_dir: Path | None) -> None:
+    """Print the per-Episode table, each failure's reason, the digest and the score.
+
+    Every text the Benchmark or the policy chose (ids, names, reasons) is printed as plain text with its
+    control characters visible (`cli.terminal`): never as markup, never raw to the terminal.
+    """
     feedback = evaluation.feedback
-    table = Table(title=f"{evaluation.benchmark.id} · {evaluation.split} · seed {evaluation.seed}", title_justify="left")
+    title = plain(f"{evaluation.benchmark.id} · {evaluation.split} · seed {evaluation.seed}")
+    table = Table(title=title, title_justify="left")
     for column in ("Episode", "status", "failure", "steps", "reward", "policy s"):
         table.add_column(column, justify="right" if column in ("Episode", "steps", "reward", "policy s") else "left")
     for e in feedback.episodes:
         style = "" if e.failure is None else "red"
-        table.add_row(
-            str(e.index), e.status.value, e.failure.value if e.failure else "-", str(e.steps), f"{e.reward:.2f}", f"{e.policy_seconds:.3f}", style=style
-        )
+        cells = (str(e.index), e.status.value, e.failure.value if e.failure else "-", str(e.steps), f"{e.reward:.2f}", f"{e.policy_seconds:.3f}")
+        table.add_row(*(Text(cell) for cell in cells), style=style)
     out.print(table)
     for e in feedback.episodes:
         if e.failure is not None:
-            out.print(f"[red]Episode {e.index}[/]: {e.failure.value}: {e.reason}", highlight=False)
+            out.print(Text.assemble((f"Episode {e.index}", "red"), f": {e.failure.value}: ", plain(e.reason)))
     out.print(f"Program {evaluation.program.digest}")
-    out.print(f"[bold]score ({evaluation.benchmark.primary_metric}): {feedback.score:.4f}[/]")
+    out.print(Text.assemble(plain(f"score ({evaluation.benchmark.primary_metric}): "), f"{feedback.score:.4f}", style="bold"))
     if out_dir is not None:
-        out.print(f"Feedback written to {out_dir / 'feedback.json'}")
+        out.print(plain(f"Feedback written to {out_dir / 'feedback.json'}"))

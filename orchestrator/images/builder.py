@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -23,7 +24,7 @@ from docker.errors import APIError, BuildError, ImageNotFound
 
 from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
-from orchestrator.images.catalogue import EnvironmentPackage, discover
+from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover
 from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
 from orchestrator.images.recipes import (
     ENVIRONMENT_DOCKERFILE,
@@ -274,7 +275,10 @@ class ImageBuilder:
         return self.write_context(recipe, directory)
 
     def write_context(self, recipe: ImageRecipe, directory: Path) -> BuildContext:
-        """Lay out recipe's build context in directory: Dockerfile, debs/, wheels/, lib/, bin/ and its context files."""
+        """Lay out recipe's build context in directory: Dockerfile, debs/, wheels/, lib/, bin/ and its context files.
+
+        Raises CatalogueError for a file of the recipe that is no longer a regular file (a symbolic link put in its
+        place after the recipe checked it), InfrastructureError."""
         recipe = self.resolved(recipe)
         shutil.copyfile(recipe.dockerfile, directory / "Dockerfile")
         if recipe.debian or recipe.dockerfile == ENVIRONMENT_DOCKERFILE:
@@ -293,11 +297,11 @@ class ImageBuilder:
         for destination, source in recipe.files.items():
             target = directory / "lib" / destination
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
+            _copy_regular_file(source, target)
         for destination, source in recipe.context_files.items():
             target = directory / destination
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
+            _copy_regular_file(source, target)
             shutil.copymode(source, target)
         for binary in recipe.npm:
             self._extract_npm_binary(binary, directory / binary.destination)
@@ -434,6 +438,23 @@ class _ResolvedDebs:
         scratch = self._path.with_suffix(f".{os.getpid()}.tmp")
         scratch.write_text(json.dumps(stored, indent=1, sort_keys=True))
         os.replace(scratch, self._path)
+
+
+def _copy_regular_file(source: Path, target: Path) -> None:
+    """Copy source, a regular file, to target. Raises CatalogueError when source is a symbolic link or not a
+    regular file: the recipe names real paths (environment_recipe refuses links out of a package), so a link
+    here appeared after that check, and following it would copy whatever it points to into the image."""
+    try:
+        descriptor = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(source):
+            raise CatalogueError(f"{source} became a symbolic link after its image's recipe was made; not copied") from exc
+        raise
+    with os.fdopen(descriptor, "rb") as reader:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise CatalogueError(f"{source} is not a regular file; not copied into the image")
+        with open(target, "wb") as writer:
+            shutil.copyfileobj(reader, writer, 1 << 20)
 
 
 def _requirement_name(requirement: str) -> str:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.images.catalogue import REPO_ROOT, EnvironmentPackage
+from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage
 
 POLICY_RUNTIME = "policy-runtime"
 AGENT_BASE = "agent-base"
@@ -222,9 +222,43 @@ def cli_agent_recipes() -> list[ImageRecipe]:
     ] + [agent_node_recipe(), *node_cli_recipes()]
 
 
+# A lock line the builder accepts: a name, optional extras, `==` and one version, nothing else. The pins become
+# arguments of the host's `pip download` and lines of the image's requirements.txt, so anything more (an option
+# such as `-f URL`, `--index-url`, `-e`, `-r FILE`, a URL or a path) would change where pip looks or what it reads.
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+_PIN = re.compile(rf"{_NAME}(?:\[\s*{_NAME}(?:\s*,\s*{_NAME})*\s*\])?\s*==\s*[A-Za-z0-9](?:[A-Za-z0-9.+!_-]*[A-Za-z0-9])?")
+_COMMENT = re.compile(r"(?:^|\s+)#.*$")  # pip's rule: `#` at the start or after whitespace
+
+
 def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:
-    lines = package.lock_file.read_text().splitlines() if package.lock_file.is_file() else []
-    return tuple(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    """The pins of package's requirements.lock: one `NAME==VERSION` (or `NAME[EXTRA,...]==VERSION`) per line,
+    comments and blank lines skipped. Raises CatalogueError naming the first other line, or a lock that is a
+    symbolic link out of the package."""
+    lock = package.lock_file
+    if not lock.is_file():
+        return ()
+    lines = _package_file(package, lock).read_text().splitlines()
+    pins = []
+    for number, line in enumerate(lines, 1):
+        pin = _COMMENT.sub("", line).strip()
+        if not pin:
+            continue
+        if not _PIN.fullmatch(pin):
+            raise CatalogueError(f"{lock}:{number}: {line.strip()!r} is not a plain pinned requirement: write one NAME==VERSION "
+                                 "(or NAME[EXTRA]==VERSION) per line, without pip options, URLs, paths, markers or hashes")
+        pins.append(pin)
+    return tuple(pins)
+
+
+def _package_file(package: EnvironmentPackage, path: Path) -> Path:
+    """The real path of path, a file of package. Raises CatalogueError naming it when a symbolic link (the file,
+    or a directory on its way) leads out of the package: its target would be copied into the image."""
+    root = package.root.resolve()
+    real = path.resolve()
+    if not real.is_relative_to(root):
+        raise CatalogueError(f"{path} leads out of the package {root} through a symbolic link (to {real}); "
+                             "the image builder copies only the package's own files")
+    return real
 
 
 def _merge_requirements(*groups: tuple[str, ...]) -> tuple[str, ...]:
@@ -250,15 +284,19 @@ def _split_no_deps(requirements: tuple[str, ...], names: tuple[str, ...]) -> tup
 
 
 def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
-    """The runner, the SDK (installed as the epg-sdk distribution), the Benchmark package and its simulator."""
-    files: dict[str, Path] = {}
+    """The runner, the SDK (installed as the epg-sdk distribution), the Benchmark package and its simulator.
+
+    Raises CatalogueError for a file that a symbolic link takes out of the package and for a lock line that is
+    not a plain pin; ValueError for conflicting pins.
+    """
+    files: dict[str, Path] = {}  # each its real path, inside the package (a link within the package is followed)
     module_root = package.root / package.table.module
     for source in sorted(module_root.rglob("*")):
         if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc":
-            files[f"{package.table.module}/{source.relative_to(module_root).as_posix()}"] = source
+            files[f"{package.table.module}/{source.relative_to(module_root).as_posix()}"] = _package_file(package, source)
     readme = package.root / "README.md"
     if readme.is_file():
-        files[f"{package.table.module}/README.md"] = readme
+        files[f"{package.table.module}/README.md"] = _package_file(package, readme)
     smoke = ", ".join(sorted({entry.split(":")[0] for entry in package.table.benchmarks.values()}))
     requirements = _merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package), (SDK_REQUIREMENT,))
     requirements, no_deps = _split_no_deps(requirements, package.table.no_deps)

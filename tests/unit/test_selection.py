@@ -61,16 +61,18 @@ def test_a_better_score_wins_over_fewer_failures():
 
 
 @pytest.mark.parametrize("direction", ["maximize", "minimize"])
-def test_a_nan_score_ranks_after_every_number(direction):
-    results = [result(0, NAN, failures=0), result(1, -math.inf, failures=9), result(2, math.inf, failures=9)]
-    chosen = select_candidate(results, direction)
-    assert not math.isnan(chosen.score)
-    assert chosen.order == (2 if direction == "maximize" else 1)
+def test_a_non_finite_score_ranks_after_every_finite_one_whatever_the_direction(direction):
+    # An infinity would otherwise beat every real score in one direction (and NaN scramble the order).
+    results = [result(0, NAN), result(1, -math.inf), result(2, math.inf), result(3, 1.0, failures=9)]
+    assert select_candidate(results, direction).order == 3
+    assert select_candidate(results, direction, failures_break_ties=False).order == 3
 
 
-def test_among_nan_scores_failures_then_order_decide():
-    results = [result(0, NAN, failures=2), result(1, NAN, failures=1), result(2, NAN, failures=1)]
-    assert select_candidate(results, "maximize").order == 1
+@pytest.mark.parametrize("direction", ["maximize", "minimize"])
+def test_among_non_finite_scores_failures_then_order_decide(direction):
+    results = [result(0, NAN, failures=2), result(1, math.inf, failures=1), result(2, -math.inf, failures=1)]
+    assert select_candidate(results, direction).order == 1
+    assert select_candidate(results, direction, failures_break_ties=False).order == 0
 
 
 def test_a_single_candidate_is_selected():
@@ -129,10 +131,11 @@ def test_the_fallback_limit_cuts_inside_a_tie_keeping_the_later_submission():
     assert fallback_candidates(submissions, 1, "maximize") == ("s0002",)
 
 
-def test_nan_train_scores_rank_last_in_the_fallback():
-    submissions = [submission(1, NAN), submission(2, -math.inf), submission(3, NAN, 0), submission(4, 1.0)]
-    assert fallback_candidates(submissions, 4, "maximize") == ("s0004", "s0002", "s0003", "s0001")
-    assert fallback_candidates(submissions, 2, "minimize") == ("s0002", "s0004")
+def test_non_finite_train_scores_rank_last_in_the_fallback_whatever_the_direction():
+    submissions = [submission(1, NAN, 1), submission(2, -math.inf), submission(3, math.inf), submission(4, 1.0, 5)]
+    assert fallback_candidates(submissions, 4, "maximize") == ("s0004", "s0003", "s0002", "s0001")
+    assert fallback_candidates(submissions, 4, "minimize") == ("s0004", "s0003", "s0002", "s0001")
+    assert fallback_candidates(submissions, 1, "minimize") == ("s0004",)
 
 
 @pytest.mark.parametrize("limit", [0, -1, True, 1.5])
