@@ -12,7 +12,9 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
+from orchestrator.cli.terminal import plain
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.units import parse_bytes
 
@@ -60,9 +62,10 @@ def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT, *, problems: list[st
     Under --json stdout gets `{"error": {"kind", "code", "message", "problems"}, "exit_code"}` too.
     """
     code = ExitCode(code)
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    # Messages quote outside text (a spec's values, an image's log, a record): printed plainly, never as markup.
+    err.print(Text.assemble(("error:", "bold red"), " ", plain(message)), highlight=False)
     for problem in problems or ():
-        err.print(f"  {problem}", highlight=False)
+        err.print(Text.assemble("  ", plain(problem)), highlight=False)
     if _json_output.get():
         print_json({"error": {"kind": _KINDS[code], "code": error_code or _KINDS[code], "message": message, "problems": problems or []},
                     "exit_code": int(code)})

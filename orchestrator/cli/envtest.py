@@ -12,7 +12,7 @@ from rich.text import Text
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
-from orchestrator.cli.terminal import markup_safe, plain
+from orchestrator.cli.terminal import plain
 from orchestrator.envcheck import EnvCheckError, EnvReport, check_environment
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
@@ -43,7 +43,7 @@ def env_test(
         report = check_environment(engine, target, episodes=episodes, scope=scope, base=base,
                                    environments=environment_roots(environments), baseline_dir=baseline, progress=progress)
     except EnvCheckError as exc:
-        fail(markup_safe(str(exc)))  # it may quote the image's own output
+        fail(str(exc))  # it may quote the image's own output: fail() prints it plainly
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     if as_json:

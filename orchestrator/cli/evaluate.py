@@ -32,7 +32,7 @@ from orchestrator.cli.options import (
     Scope,
     environment_roots,
 )
-from orchestrator.cli.terminal import markup_safe, plain
+from orchestrator.cli.terminal import plain
 from orchestrator.compose import KubernetesOptions, SandboxOptions, open_sandbox, sandbox_provenance
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
@@ -81,7 +81,7 @@ def evaluate(
     try:
         program = capture_program(program_dir)
     except ProgramError as exc:
-        fail(f"invalid Program: {markup_safe(exc.message)}")
+        fail(f"invalid Program: {exc.message}")
     limits = SandboxLimits(
         memory_bytes=parse_size(memory),
         cpus=cpus,
@@ -92,7 +92,7 @@ def evaluate(
     try:
         package, _, _ = resolve_benchmark(benchmark, discover(roots))
     except CatalogueError as exc:
-        fail(markup_safe(str(exc)))
+        fail(str(exc))
     tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, episodes=episodes)
     kubernetes = (KubernetesOptions(target=ClusterTarget(context=context, namespace=namespace), registry_prefix=registry_prefix,
                                     runtime_class_name=runtime_class) if backend == "kubernetes" else None)
@@ -102,9 +102,9 @@ def evaluate(
     try:
         evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json)
     except ProgramError as exc:
-        fail(f"invalid Program: {markup_safe(exc.message)}")
+        fail(f"invalid Program: {exc.message}")
     except CatalogueError as exc:
-        fail(markup_safe(str(exc)))
+        fail(str(exc))
     except InfrastructureError as exc:
         fail_infrastructure(exc, out_dir / "diagnostics" if out_dir else None)
     document = evaluation_json(evaluation, {**produced_by, "episodes_run": len(evaluation.feedback.episodes),

@@ -122,3 +122,17 @@ def test_env_test_prints_hostile_check_details_escaped_and_exits_with_the_checks
     assert f"Episode 0: exception: {SHOWN}" in result.stdout
     assert "plans [/] episodes" in result.stdout and "X-v0 [/] in env-x:1 [/]" in result.stdout
     assert not any(c in result.stdout for c in "\x1b\x9b\u202e\r")
+
+
+def test_every_commands_error_line_prints_outside_text_plainly_and_exits_with_its_code(capsys):
+    import typer
+
+    from orchestrator.cli.common import ExitCode, fail
+
+    with pytest.raises(typer.Exit) as ended:
+        fail(f"bad spec: {HOSTILE}", problems=[f"relay.upstream: {HOSTILE}"])
+    assert ended.value.exit_code == ExitCode.BAD_INPUT
+    printed = capsys.readouterr().err
+    assert f"error: bad spec: {SHOWN}" in printed
+    assert f"  relay.upstream: {SHOWN}" in printed
+    assert "\x1b" not in printed and "\x9b" not in printed
