@@ -34,7 +34,7 @@ evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
 test: lint docker chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
 
 lint: setup
 	$(BIN)/ruff check .
