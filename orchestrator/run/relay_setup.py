@@ -86,7 +86,7 @@ def _login_policy(spec: RunSpec, environ: Mapping[str, str], home: Path) -> Rela
     try:
         credential.check()
     except CredentialError as exc:
-        raise RelayConfigError(str(exc), "login") from None
+        raise RelayConfigError(f"{exc} ({path})", "login") from None  # the Host's side: the file may be named
     upstream, strip_prefix, paths = LOGINS[relay.login]
     return _policy(spec, relay.upstream or upstream, paths, credential, strip_prefix=strip_prefix)
 
