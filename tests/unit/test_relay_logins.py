@@ -32,7 +32,7 @@ from support.relay_harness import (
 from orchestrator.relay.logins import CODEX_CLIENT_ID, MAX_LOGIN_BYTES, ClaudeLogin, CodexLogin, jwt_expiry, lock_file, read_login_file
 from orchestrator.relay.policy import CredentialError
 from orchestrator.run.preflight import preflight
-from orchestrator.run.relay_setup import RelayConfigError, relay_policy
+from orchestrator.run.relay_setup import RelayConfigError, parse_grant, relay_policy, with_grants
 from orchestrator.run.spec import RunSpec
 
 
@@ -45,12 +45,19 @@ def fake(monkeypatch):
         yield server
 
 
+def loopback(server: FakeUpstream, credential: str) -> str:
+    """The --allow-credential value that lets `credential` go to the fake upstream on loopback."""
+    return f"{credential}@127.0.0.1:{server.server_address[1]}"
+
+
 @pytest.fixture
 def start(tmp_path):
-    """start(spec dict, environ) -> bridge port and record path of a relay made from the spec's relay policy."""
+    """start(spec dict, environ, allow) -> bridge port and record path of a relay made from the spec's relay policy,
+    with the --allow-credential values in allow."""
     with Relays() as relays:
-        def make(spec: dict, environ: dict | None = None) -> tuple[int, Path]:
-            policy = relay_policy(RunSpec.model_validate({"benchmark": "CartPole-v1", **spec}), environ or {}, home=tmp_path)
+        def make(spec: dict, environ: dict | None = None, allow: tuple[str, ...] = ()) -> tuple[int, Path]:
+            run_spec = with_grants(RunSpec.model_validate({"benchmark": "CartPole-v1", **spec}), map(parse_grant, allow))
+            policy = relay_policy(run_spec, environ or {}, home=tmp_path)
             assert policy is not None
             started = relays.start(policy)
             return started.port, started.records
@@ -75,11 +82,11 @@ def test_openai_compatible_profile_reaches_a_model_server_on_the_hosts_loopback(
 
 def test_openai_compatible_profile_sends_the_named_credential_and_needs_an_upstream(fake, start):
     spec = {"agent": COMMAND, "relay": {"profile": "openai-compatible", "upstream": fake.url, "credential_env": "LOCAL_KEY"}}
-    port, _ = start(spec, {"LOCAL_KEY": "sk-local"})
+    port, _ = start(spec, {"LOCAL_KEY": "sk-local"}, allow=(loopback(fake, "LOCAL_KEY"),))
     assert post(port, "/v1/responses")[0] == 200
     assert fake.model_calls[0]["headers"]["authorization"] == "Bearer sk-local"
     with pytest.raises(RelayConfigError, match="set LOCAL_KEY") as caught:
-        relay_policy(RunSpec.model_validate({"benchmark": "CartPole-v1", **spec}), {})
+        relay_policy(with_grants(RunSpec.model_validate({"benchmark": "CartPole-v1", **spec}), [parse_grant(loopback(fake, "LOCAL_KEY"))]), {})
     assert caught.value.field == "credential_env"
     no_upstream = RunSpec.model_validate({"benchmark": "CartPole-v1", "agent": COMMAND, "relay": {"profile": "openai-compatible"}})
     with pytest.raises(RelayConfigError, match="needs relay.upstream") as caught:
@@ -90,7 +97,8 @@ def test_openai_compatible_profile_sends_the_named_credential_and_needs_an_upstr
 def test_codex_login_token_reaches_the_upstream_with_its_account(fake, start, tmp_path):
     token = jwt(time.time() + 3600, "current")
     write_codex_login(tmp_path, token)
-    port, _ = start({"agent": {"kind": "codex", "model": "m"}, "relay": {"login": "codex", "upstream": fake.url}})
+    port, _ = start({"agent": {"kind": "codex", "model": "m"}, "relay": {"login": "codex", "upstream": fake.url}},
+                    allow=(loopback(fake, "codex-login"),))
     assert post(port, "/v1/responses", headers={"Authorization": "Bearer provided-by-the-host-relay"})[0] == 200
     (seen,) = fake.model_calls
     assert seen["path"] == "/responses"  # the ChatGPT backend's Responses path: /v1 is not part of it
@@ -103,7 +111,7 @@ def test_expired_codex_login_is_refreshed_once_and_written_back_for_the_hosts_cl
     path = write_codex_login(tmp_path, jwt(time.time() - 10, "expired"))
     spec = {"agent": {"kind": "codex", "model": "m"},
             "relay": {"login": "codex", "upstream": fake.url, "refresh_url": f"{fake.url}/oauth/token"}}
-    port, _ = start(spec)
+    port, _ = start(spec, allow=(loopback(fake, "codex-login"),))
     fresh = fake.token_answer["access_token"]
     assert [post(port, "/v1/responses")[0] for _ in range(2)] == [200, 200]
     assert fake.refreshes == [{"client_id": CODEX_CLIENT_ID, "grant_type": "refresh_token", "refresh_token": "rt-1",
@@ -121,7 +129,8 @@ def test_a_failed_refresh_is_a_502_the_agent_reads_and_the_record_keeps(fake, st
     write_codex_login(tmp_path, jwt(time.time() - 10, "expired"))
     fake.token_status = 400
     port, records = start({"agent": {"kind": "codex", "model": "m"},
-                           "relay": {"login": "codex", "upstream": fake.url, "refresh_url": f"{fake.url}/oauth/token"}})
+                           "relay": {"login": "codex", "upstream": fake.url, "refresh_url": f"{fake.url}/oauth/token"}},
+                          allow=(loopback(fake, "codex-login"),))
     status, body = post(port, "/v1/responses")
     assert status == 502 and json.loads(body)["error"]["type"] == "relay_credential_error"
     (entry,) = read_records(records, 1)
@@ -140,7 +149,8 @@ def claude_login(tmp_path: Path, expires_at_s: float) -> None:
 
 def test_claude_login_is_sent_as_a_bearer_token_with_the_oauth_beta(fake, start, tmp_path):
     claude_login(tmp_path, time.time() + 3600)
-    port, _ = start({"agent": {"kind": "claude-code", "model": "m"}, "relay": {"login": "claude", "upstream": fake.url}})
+    port, _ = start({"agent": {"kind": "claude-code", "model": "m"}, "relay": {"login": "claude", "upstream": fake.url}},
+                    allow=(loopback(fake, "claude-login"),))
     status, _ = post(port, "/v1/messages", headers={"x-api-key": "provided-by-the-host-relay",
                                                     "anthropic-beta": "fine-grained-tool-streaming-2025-05-14"})
     assert status == 200
@@ -151,7 +161,8 @@ def test_claude_login_is_sent_as_a_bearer_token_with_the_oauth_beta(fake, start,
 
 def test_expired_claude_login_tells_the_agent_how_to_refresh_it(fake, start, tmp_path):
     claude_login(tmp_path, time.time() - 10)
-    port, _ = start({"agent": {"kind": "claude-code", "model": "m"}, "relay": {"login": "claude", "upstream": fake.url}})
+    port, _ = start({"agent": {"kind": "claude-code", "model": "m"}, "relay": {"login": "claude", "upstream": fake.url}},
+                    allow=(loopback(fake, "claude-login"),))
     status, body = post(port, "/v1/messages")
     assert status == 502 and "run Claude Code on the Host once" in json.loads(body)["error"]["message"]
     assert fake.model_calls == []
@@ -196,6 +207,12 @@ def test_login_spec_mistakes_are_one_line_each(tmp_path):
     spec = RunSpec.model_validate({"benchmark": "CartPole-v1", "agent": {"kind": "codex", "model": "m"},
                                    "relay": {"login": "codex", "login_file": str(tmp_path / "none.json")}})
     found = [p for p in preflight(spec, tmp_path, [], environ={}) if p.startswith("relay.")]
+    assert found == ["relay.login_file: the spec sends the codex login to chatgpt.com (read from a file the spec names, not "
+                     "the CLI's own); allow it with --allow-credential codex-login@chatgpt.com if you mean it; the spec sends "
+                     "the codex login's refresh token to auth.openai.com (read from a file the spec names, not the CLI's own); "
+                     "allow it with --allow-credential codex-login@auth.openai.com if you mean it"]
+    granted = with_grants(spec, [parse_grant("codex-login@chatgpt.com"), parse_grant("codex-login@auth.openai.com")])
+    found = [p for p in preflight(granted, tmp_path, [], environ={}) if p.startswith("relay.")]
     # The Host's own check names the file; what the agent could read never does (test_error_texts_...).
     assert found == [f"relay.login: cannot open the codex login file: No such file or directory ({tmp_path / 'none.json'})"]
 
