@@ -156,25 +156,26 @@ def locked(path: Path, timeout_s: float, name: str = "the login") -> Iterator[No
 
     Raises CredentialError when the lock file cannot be opened or another process holds the lock for timeout_s.
     """
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(lock_file(path).name, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600,
-                     dir_fd=directory)
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(0, "the lock file is not a regular file")
-            login = os.stat(path.name, dir_fd=directory, follow_symlinks=False)
-            if (info.st_uid, info.st_gid) != (login.st_uid, login.st_gid) and os.geteuid() == 0:
-                os.fchown(fd, login.st_uid, login.st_gid)  # made by a root Host: the user's CLI may lock it too
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = os.open(lock_file(path).name, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600,
+                         dir_fd=directory)
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise OSError(0, "the lock file is not a regular file")
+                login = os.stat(path.name, dir_fd=directory, follow_symlinks=False)
+                if (info.st_uid, info.st_gid) != (login.st_uid, login.st_gid) and os.geteuid() == 0:
+                    os.fchown(fd, login.st_uid, login.st_gid)  # made by a root Host: the user's own Runs lock it too
+            except BaseException:
+                os.close(fd)
+                raise
+        finally:
+            os.close(directory)
     except OSError as exc:
         log.error("cannot open the lock file %s: %s", lock_file(path), exc.strerror)
         raise CredentialError(f"cannot lock {name} for its refresh: {exc.strerror}") from None
-    finally:
-        os.close(directory)
     try:
         deadline = time.monotonic() + timeout_s
         while True:

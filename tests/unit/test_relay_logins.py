@@ -3,6 +3,7 @@ processes, the file's owner and mode kept, a failed write-back survived), errors
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
@@ -381,3 +382,26 @@ def test_error_texts_the_agent_reads_never_name_the_login_files_path(token_endpo
     assert all(str(tmp_path) not in text for text in texts), texts
     # The Host's log says which file.
     assert str(home / "missing.json") in caplog.text and str(spent) in caplog.text
+
+
+def test_a_refresh_waits_a_bounded_time_for_another_processs_lock_and_spends_nothing_meanwhile(token_endpoint, tmp_path):
+    path = write_codex_login(tmp_path, jwt(time.time() - 10, "expired"), refresh_token="rt-1")
+    holder = os.open(lock_file(path), os.O_RDONLY | os.O_CREAT, 0o600)  # as another process refreshing it would
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        began = time.monotonic()
+        with pytest.raises(CredentialError, match="locked by another process for 0.3 s"):
+            CodexLogin(path=path, refresh_url=token_endpoint.url, lock_timeout_s=0.3).headers()
+        assert 0.3 <= time.monotonic() - began < 5
+    finally:
+        os.close(holder)
+    assert token_endpoint.uses == {}
+
+
+def test_a_lock_file_that_is_a_link_is_not_followed(token_endpoint, tmp_path):
+    path = write_codex_login(tmp_path / "home", jwt(time.time() - 10, "expired"), refresh_token="rt-1")
+    elsewhere = tmp_path / "elsewhere"
+    lock_file(path).symlink_to(elsewhere)
+    with pytest.raises(CredentialError, match="cannot lock the codex login for its refresh"):
+        CodexLogin(path=path, refresh_url=token_endpoint.url).headers()
+    assert not elsewhere.exists() and token_endpoint.uses == {}
