@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 
 from orchestrator.backends.container_spec import ContainerRuntime
 from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS
+
+if TYPE_CHECKING:
+    from orchestrator.run.relay_setup import CredentialGrant
 
 Environments = Annotated[
     Optional[list[Path]],
@@ -29,6 +32,30 @@ OutputDir = Annotated[
     Optional[Path],
     typer.Option("--output", "-o", "--out", help="Directory the command writes its records to.", show_default=False),
 ]
+
+
+AllowCredential = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--allow-credential", metavar="NAME@HOST",
+        help="Let the spec's relay send the credential NAME (a Host environment variable, codex-login or claude-login) "
+        "to HOST or HOST:PORT (repeatable). Without it a credential goes only to its provider's own host over https.",
+        show_default=False,
+    ),
+]
+
+
+def credential_grants(values: list[str] | None) -> list[CredentialGrant]:
+    """The --allow-credential values as `relay_setup.CredentialGrant`s. Raises typer.BadParameter for a malformed one."""
+    from orchestrator.run.relay_setup import parse_grant  # with the relay's HTTP client: loaded by the commands that use it
+
+    grants = []
+    for value in values or ():
+        try:
+            grants.append(parse_grant(value))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--allow-credential") from None
+    return grants
 
 
 def environment_roots(extra: list[Path] | None) -> list[Path] | None:

@@ -10,7 +10,7 @@ import typer
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, usage
-from orchestrator.cli.options import Base, Environments, OutputDir, Scope, environment_roots
+from orchestrator.cli.options import AllowCredential, Base, Environments, OutputDir, Scope, credential_grants, environment_roots
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.program import ProgramError
@@ -27,8 +27,13 @@ def run(
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
+    allow_credential: AllowCredential = None,
 ) -> None:
     """Run an agent against a benchmark under a budget, then validate and assess its candidates.
+
+    It prints which credential (a variable's name or a login, never its value) the model relay sends to which host.
+    A credential bound anywhere else than its provider's own host needs --allow-credential NAME@HOST, given again
+    with --resume.
 
     Exit status: 0 the Run ended (whatever its terminal reason), 1 bad spec, Program, key or run directory,
     2 usage, 3 infrastructure (its evidence under RUN_DIR/diagnostics).
@@ -36,7 +41,7 @@ def run(
     # Loaded here, not with the CLI: every other command would pay for them (the relay's HTTP client among them).
     from orchestrator.run.driver import RunDriver, RunOptions
     from orchestrator.run.preflight import preflight, preflight_benchmark
-    from orchestrator.run.relay_setup import RelayConfigError
+    from orchestrator.run.relay_setup import RelayConfigError, with_grants
     from orchestrator.run.seed_key import SeedKeyError
 
     json_mode(as_json)
@@ -48,6 +53,7 @@ def run(
         fail(f"{resume} is not a run directory (it holds no events.jsonl)")
     path = spec_file if spec_file is not None else resume / "spec.yaml"
     spec, text = load_checked_spec(path)
+    spec = with_grants(spec, credential_grants(allow_credential))
     roots = environment_roots(environments)
     try:
         packages = discover(roots)
@@ -69,6 +75,7 @@ def run(
         fail_infrastructure(exc)
     if problems:
         fail(f"{path}: the Run cannot start", problems=problems)
+    print_credential_routes(spec)
     options = RunOptions(spec=spec, spec_text=text, spec_dir=spec_dir, run_dir=run_dir.resolve(), resume=resume is not None,
                          scope=scope, base=base, environments=roots)
     reporter = _Reporter(quiet=as_json)
@@ -94,6 +101,18 @@ def load_checked_spec(path: Path) -> tuple[RunSpec, str]:
         return load_spec(path)
     except SpecError as exc:
         fail(f"{path}: invalid spec", problems=exc.problems)
+
+
+def print_credential_routes(spec: RunSpec) -> None:
+    """One stderr line per credential the relay of spec sends, and where: `relay: NAME -> HOST (what for)`."""
+    from orchestrator.run.relay_setup import RelayConfigError, credential_routes
+
+    try:
+        routes = credential_routes(spec)
+    except RelayConfigError:
+        return  # said as a problem already
+    for route in routes:
+        err.print(f"relay: {route}", highlight=False, markup=False)
 
 
 def image_checker(spec: RunSpec) -> Callable[[str], bool] | None:

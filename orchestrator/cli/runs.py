@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
-from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
+from orchestrator.cli.options import AllowCredential, Base, Environments, Json, Scope, credential_grants, environment_roots
 from orchestrator.cli.run import image_checker, print_manifest
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
@@ -34,13 +34,19 @@ def spec_check(
     spec_file: Annotated[Path, typer.Argument(help="Run spec (YAML).", exists=True, dir_okay=False, show_default=False)],
     environments: Environments = None,
     as_json: Json = False,
+    allow_credential: AllowCredential = None,
 ) -> None:
     """Check a spec as `run` does before it starts anything; print every problem as `field.path: reason`.
+
+    A valid spec's line is followed by one per credential the model relay would send (`relay: NAME -> HOST (what
+    for)`; the JSON's `relay` list), named, never read out. --allow-credential grants what `run` would be given.
 
     YAML syntax errors print as `line:column: reason`. Exit status: 0 valid, 1 problems, 2 usage,
     3 the engine did not answer (asked only when the spec names an agent image of its own).
     """
-    from orchestrator.run.preflight import preflight  # with the relay's HTTP client: loaded by the commands that use it
+    # With the relay's HTTP client: loaded by the commands that use it.
+    from orchestrator.run.preflight import preflight
+    from orchestrator.run.relay_setup import RelayConfigError, credential_routes, with_grants
 
     json_mode(as_json)
     document: dict[str, Any] = {"spec": str(spec_file), "valid": False, "problems": []}
@@ -48,6 +54,7 @@ def spec_check(
         spec, _ = load_spec(spec_file)
     except SpecError as exc:
         _report_spec(document | {"problems": exc.problems}, as_json)
+    spec = with_grants(spec, credential_grants(allow_credential))
     try:
         problems = preflight(spec, spec_file.resolve().parent, discover(environment_roots(environments)), image_exists=image_checker(spec))
     except CatalogueError as exc:
@@ -55,6 +62,10 @@ def spec_check(
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     document.update(benchmark=spec.benchmark, agent=spec.agent.kind, episodes=spec.budget.episodes, submissions=spec.budget.max_submissions)
+    try:
+        document["relay"] = [{"credential": r.credential, "host": r.host, "purpose": r.purpose} for r in credential_routes(spec)]
+    except RelayConfigError:
+        document["relay"] = []  # a problem already
     _report_spec(document | {"valid": not problems, "problems": problems}, as_json)
 
 
@@ -69,6 +80,9 @@ def _report_spec(document: dict[str, Any], as_json: bool) -> NoReturn:
     else:
         out.print(f"{document['spec']}: valid ({document['agent']} agent on {document['benchmark']}, {document['episodes']} Episodes)",
                   highlight=False)
+        for route in document.get("relay", ()):
+            out.print(f"relay: {route['credential'] or 'no credential'} -> {route['host']} ({route['purpose']})",
+                      highlight=False, markup=False)
     raise typer.Exit(int(ExitCode.OK if document["valid"] else ExitCode.BAD_INPUT))
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal, Union
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -73,7 +74,14 @@ class QwenCodeAgent(_Strict):
 
 
 class RelaySpec(_Strict):
-    """How the model relay reaches the provider. Unset fields take the agent kind's defaults (or the profile's, or the login's)."""
+    """How the model relay reaches the provider. Unset fields take the agent kind's defaults (or the profile's, or the login's).
+
+    Where a credential may go is not the spec's to decide alone: `run.relay_setup` refuses a credential bound for
+    anywhere but its documented host unless the person running the spec granted it on the command line.
+    """
+
+    # (credential, host) pairs granted on the command line (`relay_setup.with_grants`); never read from a file.
+    _grants: tuple[tuple[str, str], ...] = PrivateAttr(default=())
 
     profile: Literal["openai-compatible"] | None = Field(
         default=None,
@@ -82,8 +90,14 @@ class RelaySpec(_Strict):
         "it needs; a model server on the Host's own loopback works (the relay runs on the Host). A credential is sent "
         "only when credential_env names one.",
     )
-    upstream: str | None = Field(default=None, description="Provider base URL, e.g. https://api.openai.com.")
-    credential_env: str | None = Field(default=None, description="Host environment variable holding the credential.")
+    upstream: str | None = Field(
+        default=None, description="Provider base URL, e.g. https://api.openai.com. A credential goes to a host other "
+        "than its provider's only with --allow-credential NAME@HOST on the command line.")
+    credential_env: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Host environment variable holding the credential. A variable other than a provider's own key "
+        "(OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, DASHSCOPE_API_KEY) is sent only with --allow-credential "
+        "VARIABLE@HOST on the command line.")
     login: Literal["codex", "claude"] | None = Field(
         default=None,
         description="Use the CLI's subscription login on the Host instead of a key: codex (ChatGPT, ~/.codex/auth.json, "
@@ -92,7 +106,8 @@ class RelaySpec(_Strict):
     )
     login_file: str | None = Field(default=None, description="The login's file, if not the CLI's own (absolute or ~/...).")
     refresh_url: str | None = Field(default=None, description="OAuth token endpoint the codex login is refreshed at "
-                                    "(default https://auth.openai.com/oauth/token).")
+                                    "(default https://auth.openai.com/oauth/token; another host needs "
+                                    "--allow-credential codex-login@HOST on the command line).")
     allow_paths: list[str] | None = Field(
         default=None, description="Request paths the relay forwards; one ending in / or * allows every path it begins.")
     max_requests: int | None = Field(default=None, ge=1)
@@ -102,6 +117,26 @@ class RelaySpec(_Strict):
         description="The longest the upstream may keep the relay waiting (to connect, for its answer to begin, between "
         "two pieces of it); then the agent gets a 504, or its stream ends, and the error is recorded.",
     )
+
+    @property
+    def granted(self) -> tuple[tuple[str, str], ...]:
+        """The (credential, host) pairs the person running the spec granted on the command line."""
+        return self._grants
+
+    @field_validator("upstream", "refresh_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        scheme, separator, _ = value.partition("://")
+        if not separator or scheme not in ("http", "https"):
+            raise ValueError("must be an http:// or https:// URL")
+        if any(c in value for c in "@\\?#") or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("must be a plain URL: a host, an optional port and path, no user, query, fragment or backslash")
+        parts = urlsplit(value)
+        if not parts.hostname or parts.port == 0:  # .port raises ValueError for a port that is not one
+            raise ValueError("must name a host (and, if any, a port from 1 to 65535)")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> RelaySpec:

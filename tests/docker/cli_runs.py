@@ -127,7 +127,8 @@ def run_cli_agent(agent: dict, upstream: str, tmp_path: Path, scope: str) -> tup
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"],
+        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json",
+         "--allow-credential", f"EPG_TEST_PROVIDER_KEY@{upstream.removeprefix('http://')}"],
         capture_output=True, text=True, cwd=REPO, timeout=1500,
         env={**os.environ, "EPG_SCOPE": scope, "EPG_TEST_PROVIDER_KEY": SECRET},
     )

@@ -146,7 +146,7 @@ def test_out_is_the_same_option_as_output(scope, tmp_path, images):
         ({"agent": {"kind": "scripted", "steps": [{"program": "nowhere", "episodes": "0:2"}]}}, "agent.steps.0.program: "),
         ({"seed_key_file": "no.key"}, "seed_key_file: "),
         ({"agent": {"kind": "codex", "model": "m"}, "relay": {"credential_env": "EPG_TEST_UNSET_CREDENTIAL"}},
-         "relay.credential_env: the codex agent needs a provider credential: set EPG_TEST_UNSET_CREDENTIAL"),
+         "relay.credential_env: the spec sends EPG_TEST_UNSET_CREDENTIAL to api.openai.com (EPG_TEST_UNSET_CREDENTIAL is not"),
         ({"agent": {"kind": "command", "image": "epg-test/no-such-image:0", "argv": ["true"]}},
          "agent.image: the engine has no image 'epg-test/no-such-image:0'"),
         ({"budget": {"episodes": 0}}, "budget.episodes: Input should be greater than or equal to 1"),

@@ -30,15 +30,17 @@ def command_agent_spec(script: str, relay: dict) -> dict:
     }
 
 
-def run_through_the_relay(spec: dict, tmp_path: Path, scope: str) -> tuple[dict, Path]:
-    """Run `spec` with `epg-orchestrate run` (proxy variables unset: the fake upstream is on loopback).
+def run_through_the_relay(spec: dict, tmp_path: Path, scope: str, allow: tuple[str, ...] = ()) -> tuple[dict, Path]:
+    """Run `spec` with `epg-orchestrate run` (proxy variables unset: the fake upstream is on loopback), given each
+    `--allow-credential` value in allow.
 
     Returns the manifest and the run directory; AssertionError unless the command succeeded and the agent finished.
     """
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"],
+        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json",
+         *(f"--allow-credential={value}" for value in allow)],
         capture_output=True, text=True, cwd=REPO, timeout=600, env={**environment_without_proxies(), "EPG_SCOPE": scope},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -98,7 +100,8 @@ def test_codex_login_on_the_host_reaches_the_upstream_refreshed_and_never_the_co
     login = write_codex_login(tmp_path / "host-home", EXPIRED, id_token="id-old", refresh_token=REFRESH_OLD, account_id="acct-7")
     relay = {"login": "codex", "login_file": str(login), "upstream": fake_upstream.url,
              "refresh_url": f"{fake_upstream.url}/oauth/token", "timeout_s": 20}
-    manifest, run_dir = run_through_the_relay(command_agent_spec(AGENT_SCRIPT, relay), tmp_path, scope)
+    manifest, run_dir = run_through_the_relay(command_agent_spec(AGENT_SCRIPT, relay), tmp_path, scope,
+                                              allow=(f"codex-login@127.0.0.1:{fake_upstream.server_address[1]}",))
 
     # The Host's relay refreshed the expired login once and sent the fresh token with the account to the upstream.
     assert [(s["path"], s["headers"]["authorization"], s["headers"]["chatgpt-account-id"]) for s in fake_upstream.seen] == [

@@ -71,3 +71,26 @@ def test_spec_check_prints_one_line_per_problem_and_fails(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"{path}: ") for line in lines)
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("url", [
+    "api.openai.com",                           # no scheme
+    "ftp://api.openai.com",
+    "https://user@collector.example",           # userinfo: which host would a reader take?
+    "https://api.openai.com\\@collector.example",
+    "https://collector.example#@api.openai.com",
+    "https://collector.example?@api.openai.com",
+    "https://api.openai.com /v1",
+    "https:///v1",
+    "https://:8443",
+    "https://collector.example:99999",
+])
+def test_relay_urls_are_plain_so_that_no_reader_takes_another_host_out_of_them(tmp_path, url):
+    for key in ("upstream", "refresh_url"):
+        relay = f"{{login: codex, {key}: '{url}'}}" if key == "refresh_url" else f"{{{key}: '{url}'}}"
+        with pytest.raises(SpecError) as caught:
+            load_spec(write(tmp_path, f"benchmark: CartPole-v1\nagent: {{kind: codex, model: m}}\nrelay: {relay}\n"))
+        assert [problem.split(":")[0] for problem in caught.value.problems] == [f"relay.{key}"], caught.value.problems
+    spec, _ = load_spec(write(tmp_path, "benchmark: CartPole-v1\nagent: {kind: codex, model: m}\n"
+                                        "relay: {upstream: 'http://127.0.0.1:8000/v1', credential_env: MY_KEY}\n"))
+    assert spec.relay.upstream == "http://127.0.0.1:8000/v1" and spec.relay.granted == ()
