@@ -200,6 +200,7 @@ class ModelRelay:
         self._socket_path = socket_path
         self._lock = threading.Lock()
         self._sequence = 0
+        self._closed = False
         self._ledger = TokenLedger(limit=policy.max_tokens)
         self._slots = threading.BoundedSemaphore(policy.bounds.max_in_flight)
         timeout = httpx.Timeout(policy.timeout_s, connect=min(policy.timeout_s, 30.0))
@@ -221,6 +222,9 @@ class ModelRelay:
 
     def close(self) -> None:
         """Stop serving, end every open connection, and note in the record how many refusals it does not hold."""
+        if self._closed:
+            return
+        self._closed = True
         self._server.shutdown()
         self._server.server_close()
         self._server.close_connections()
@@ -254,6 +258,10 @@ class ModelRelay:
 
     def _head_refusal(self, handler: _Handler, netloc: str, path: str, exchange: _Exchange) -> tuple[int, str] | None:
         """Why the request is refused from its head alone (host, path, body framing, limits), or None."""
+        with self._lock:
+            if self.counters.limit_reached:
+                exchange.after_limit = True
+                return 429, f"relay limit reached: {self.counters.limit_reached}"
         if netloc and netloc != self.policy.upstream_host:
             return 403, f"host {netloc[:_SHOWN_PATH]} is not the allowed upstream"
         if not any(path_allowed(path, allowed) for allowed in self.policy.allow_paths):
@@ -266,10 +274,7 @@ class ModelRelay:
         except BodyError as exc:
             return exc.status, str(exc)
         with self._lock:
-            if self.counters.limit_reached:
-                exchange.after_limit = True
-                return 429, f"relay limit reached: {self.counters.limit_reached}"
-            limit = self._limit_locked()
+            limit = self.counters.limit_reached or self._limit_locked()
             if limit:
                 self.counters.limit_reached = limit
                 return 429, f"relay limit reached: {limit}"
