@@ -149,7 +149,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.reader.begin_request(bounds.read_timeout_s, bounds.max_head_bytes)
         self.began = time.time()
-        self.command, self.path, self.handled, self.request_version = "", "", False, self.protocol_version
+        self.command, self.path, self.requestline, self.request_version = "", "", "", self.protocol_version
+        self.handled = False
         try:
             super().handle_one_request()
         except HeadTooLarge as exc:

@@ -187,6 +187,18 @@ def test_refused_requests_are_recorded_as_short_summaries_never_their_bodies(sta
     assert upstream.seen == []
 
 
+def test_request_head_over_its_bound_is_refused_before_it_is_parsed_whole(start, upstream):
+    started = start()
+    padding = b"".join(b"X-Pad-%d: %s\r\n" % (number, b"a" * 1000) for number in range(90))  # 90 kB of headers
+    with connect(started.socket) as client:
+        client.sendall(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\n" + padding + b"Content-Length: 2\r\n\r\n{}")
+        answer = read_answer(client)
+    assert answer.startswith(b"HTTP/1.1 431") and b"request head over 65536 bytes" in answer
+    assert upstream.seen == []
+    (entry,) = read_records(started.records, 1)
+    assert entry["status"] == 431 and entry["request"] == ""
+
+
 def test_too_many_refused_requests_end_the_phase_and_later_ones_are_only_counted(start):
     started = start()
     statuses = []
