@@ -86,6 +86,19 @@ def test_refused_request_is_answered_from_its_head_without_its_body_being_read(s
     assert started.relay.counters.refused == 3 and started.relay.counters.refused_bytes < 3 * 1024
 
 
+def test_100_continue_is_sent_only_once_the_head_passed_its_checks(start, upstream):
+    started = start()
+    with connect(started.socket) as client:
+        client.sendall(b"POST /v1/files HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n")
+        assert read_answer(client).startswith(b"HTTP/1.1 403")  # no "100 Continue" first: the body is not wanted
+    with connect(started.socket) as client:
+        client.sendall(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n")
+        assert client.recv(25) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        client.sendall(b"{}")
+        assert read_answer(client).startswith(b"HTTP/1.1 200")
+    assert [seen["body"] for seen in upstream.seen] == [b"{}"]
+
+
 def test_a_thousand_idle_connections_hold_a_bounded_number_of_threads(start):
     started = start()
     before = threading.active_count()
@@ -134,7 +147,7 @@ def test_idle_connection_is_closed_after_its_timeout(start):
 @pytest.mark.parametrize("head, trickled, reason", [
     (b"", b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100, "request head not received within 1 s"),
     (b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", b"{" * 100, "request body not received within 1 s"),
-])
+], ids=["head", "body"])
 def test_request_trickling_in_is_refused_when_its_deadline_passes(start, upstream, head, trickled, reason):
     started = start(bounds=RelayBounds(read_timeout_s=1.0))
     with connect(started.socket) as client:
@@ -174,10 +187,11 @@ def test_refused_requests_are_recorded_as_short_summaries_never_their_bodies(sta
         assert read_answer(client).startswith(b"HTTP/1.1 413")
     with connect(started.socket) as client:  # an allowed path, a background request
         body = json.dumps({"model": "m", "background": True, "input": "a" * (MIB // 2)}).encode()
-        client.sendall(f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        client.sendall(f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                       + body)
         assert read_answer(client).startswith(b"HTTP/1.1 403")
     with connect(started.socket) as client:  # a request line of 60 KiB to a refused path
-        client.sendall(b"GET /v1/" + b"\xff" * 60000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.sendall(b"GET /v1/" + b"\xff" * 60000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert read_answer(client).startswith(b"HTTP/1.1 403")
     entries = read_records(started.records, 4)
     assert [e["status"] for e in entries] == [403, 413, 403, 403]
