@@ -192,7 +192,8 @@ class ModelRelay:
     """Serves the relay on a Unix socket until close(). The lock guards the counters, the ledger and the record.
 
     owner_uid: the uid that may connect (with root): the agent's. None: the Host's own uid, which is right when the
-    agent runs as the Host's uid, and otherwise refuses the agent (fails closed).
+    agent runs as the Host's uid, and otherwise refuses the agent (fails closed). Raises OSError when the socket
+    cannot be made or given to owner_uid (a Host that is not root naming another uid).
     """
 
     def __init__(self, policy: RelayPolicy, socket_path: Path, record_path: Path, *, owner_uid: int | None = None) -> None:
