@@ -1,4 +1,5 @@
-"""The agent's request body, read whole and bounded: by Content-Length, or chunked transfer coding."""
+"""The agent's request body: its framing checked from the head alone, then read whole and bounded (by Content-Length, or
+chunked transfer coding)."""
 
 from __future__ import annotations
 
@@ -16,25 +17,35 @@ class BodyError(Exception):
         self.status = status
 
 
+def declared_body(headers: Mapping[str, str], limit: int) -> int | None:
+    """What the request head says of its body, checked before any of it is read: its length, or None when it is
+    chunked. Raises BodyError for an unsupported transfer coding, a malformed length or one over limit."""
+    encoding = (headers.get("transfer-encoding") or "").lower()
+    if encoding:
+        if [part.strip() for part in encoding.split(",")] != ["chunked"]:
+            raise BodyError(400, f"unsupported transfer coding: {encoding[:100]}")
+        return None
+    text = headers.get("content-length")
+    if text is None:
+        return 0
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise BodyError(400, "malformed Content-Length")
+    length = int(text) if len(text) <= 19 else limit + 1  # a length of more digits is over any limit
+    if length > limit:
+        raise BodyError(413, f"request body over {limit} bytes")
+    return length
+
+
 def read_request_body(stream: BinaryIO, headers: Mapping[str, str], limit: int) -> bytes:
     """Return the body of a request whose header block was just read from stream. Raises BodyError.
 
     A body sent with `Transfer-Encoding: chunked` is decoded (trailers are read and dropped); else
     Content-Length bytes are read; else there is none. Never reads more than limit bytes of body.
     """
-    encoding = (headers.get("transfer-encoding") or "").lower()
-    if encoding:
-        if [part.strip() for part in encoding.split(",")] != ["chunked"]:
-            raise BodyError(400, f"unsupported transfer coding: {encoding}")
+    length = declared_body(headers, limit)
+    if length is None:
         return _read_chunked(stream, limit)
-    text = headers.get("content-length")
-    if text is None:
-        return b""
-    if not text.strip().isdigit():
-        raise BodyError(400, "malformed Content-Length")
-    length = int(text)
-    if length > limit:
-        raise BodyError(413, f"request body over {limit} bytes")
     body = stream.read(length)
     if len(body) != length:
         raise BodyError(400, "request body shorter than its Content-Length")

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+from orchestrator.relay.bounds import RelayBounds
 
 # Headers that carry a provider credential: whatever the agent sends in them is dropped, the Host's goes in one.
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Endpoints whose spending the relay would not see (batches, background work, stored files): never relayed.
+_UNMETERED_SEGMENTS = {"batches", "files", "uploads"}
+_UNMETERED_METHODS = ("batch", "async")
 
 
 class CredentialError(Exception):
@@ -44,8 +50,10 @@ class StaticCredential:
 class RelayPolicy:
     """What the relay lets through.
 
-    allow_paths: a path ending in "/" or "*" allows every path it begins (e.g. "/v1beta/models/" allows
-    "/v1beta/models/M:streamGenerateContent"); any other allows itself and the paths below it.
+    allow_paths: an exact path (e.g. "/v1/messages" allows neither "/v1/messages/batches" nor any other path below
+    it); a "*" inside a path stands for one run of characters without "/" or ":" (e.g.
+    "/v1beta/models/*:generateContent"); a path ending in "/" or "*" allows every path it begins. Batch, file and
+    background endpoints are refused whatever it says (unmetered_reason).
     strip_prefix: removed from an allowed path before it is appended to the upstream's own path (a ChatGPT
     login's upstream serves /v1/responses as /backend-api/codex/responses).
     timeout_s: the longest the upstream may keep the relay waiting, to connect, to take the request, for its
@@ -62,6 +70,7 @@ class RelayPolicy:
     timeout_s: float = 300.0
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    bounds: RelayBounds = RelayBounds()
 
     @property
     def upstream_host(self) -> str:
@@ -83,11 +92,33 @@ def path_allowed(path: str, allowed: str) -> bool:
     lowered = path.lower()
     if any(part in (".", "..") for part in path.split("/")) or any(c in lowered for c in ("%2e", "%2f", "%5c", "\\")):
         return False
-    if allowed.endswith("*"):
-        return path.startswith(allowed[:-1])
-    if allowed.endswith("/"):
-        return path.startswith(allowed)
-    return path == allowed or path.startswith(allowed + "/")
+    if allowed.endswith("/") or allowed.endswith("*"):
+        prefix = allowed[:-1] if allowed.endswith("*") else allowed
+        if "*" not in prefix:
+            return path.startswith(prefix)
+        return re.match(_pattern(prefix), path) is not None
+    if "*" in allowed:
+        return re.fullmatch(_pattern(allowed), path) is not None
+    return path == allowed
+
+
+def _pattern(allowed: str) -> str:
+    return "[^/:]+".join(re.escape(part) for part in allowed.split("*"))
+
+
+def unmetered_reason(path: str, document: Any) -> str:
+    """Why a request would spend without the relay seeing its usage, or "" when it would not: a batch, file or upload
+    endpoint (OpenAI /v1/batches and /v1/files, Anthropic /v1/messages/batches, Gemini :batchGenerateContent and the
+    other batch or asynchronous methods), or a Responses request with "background": true."""
+    segments = path.split("/")
+    if any(segment in _UNMETERED_SEGMENTS for segment in segments):
+        return f"{path}: batch and file endpoints are not relayed"
+    method = segments[-1].rsplit(":", 1)[1] if ":" in segments[-1] else ""
+    if method.lower().startswith(_UNMETERED_METHODS):
+        return f"{path}: batch and asynchronous methods are not relayed"
+    if isinstance(document, dict) and document.get("background") not in (None, False):
+        return "background requests are not relayed"
+    return ""
 
 
 def forwarded_query(query: str) -> str:

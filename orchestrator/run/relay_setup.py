@@ -24,11 +24,12 @@ from orchestrator.relay.logins import CODEX_REFRESH_URL, ClaudeLogin, CodexLogin
 from orchestrator.relay.policy import Credential, CredentialError, RelayPolicy, StaticCredential
 from orchestrator.run.spec import RunSpec
 
-# upstream, credential variable, credential header, allowed paths
+# upstream, credential variable, credential header, allowed paths (exact: see RelayPolicy.allow_paths)
 DEFAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "codex": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/responses",)),
-    "claude-code": ("https://api.anthropic.com", "ANTHROPIC_API_KEY", "x-api-key", ("/v1/messages",)),
-    "gemini": ("https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "x-goog-api-key", ("/v1beta/models",)),
+    "claude-code": ("https://api.anthropic.com", "ANTHROPIC_API_KEY", "x-api-key", ("/v1/messages", "/v1/messages/count_tokens")),
+    "gemini": ("https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "x-goog-api-key",
+               ("/v1beta/models/*:generateContent", "/v1beta/models/*:streamGenerateContent", "/v1beta/models/*:countTokens")),
     "qwen-code": ("https://dashscope-intl.aliyuncs.com/compatible-mode", "DASHSCOPE_API_KEY", "authorization", ("/v1/chat/completions",)),
 }
 AGENT_IMAGES = {
@@ -59,7 +60,7 @@ PROFILES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
 # the ChatGPT backend, which serves the Responses API at /backend-api/codex/responses.
 LOGINS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "codex": ("https://chatgpt.com/backend-api/codex", "/v1", ("/v1/responses",)),
-    "claude": ("https://api.anthropic.com", "", ("/v1/messages",)),
+    "claude": ("https://api.anthropic.com", "", ("/v1/messages", "/v1/messages/count_tokens")),
 }
 
 

@@ -61,8 +61,10 @@ class FakeUpstream(ThreadingHTTPServer):
 
     By path: TOKEN_PATH answers `token_answer` with `token_status` (an invalid_grant error unless 200); a path ending
     in /stall, or a body holding the string "stall", is never answered (until shutdown); /stall-mid sends one chunked
-    event and stops; /echo answers with the body it got; /big sends 4096 bytes; any other path answers `answer` as an
-    event stream with its length, or, when `paced` is set, one event per Event, each once the one before is set.
+    event and stops; /echo answers with the body it got; /big sends 4096 bytes; /spend answers after `spend_delay_s`
+    with a usage of the body's bytes as input tokens and its max_tokens as output tokens (the most the relay should
+    expect), kept in `spent`; any other path answers `answer` as an event stream with its length, or, when `paced` is
+    set, one event per Event, each once the one before is set.
     """
 
     daemon_threads = True
@@ -75,6 +77,8 @@ class FakeUpstream(ThreadingHTTPServer):
         self.paced: list[threading.Event] | None = None
         self.release = threading.Event()
         self.seen: list[dict] = []
+        self.spend_delay_s = 0.3
+        self.spent: list[int] = []
 
     @property
     def url(self) -> str:
@@ -113,6 +117,8 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         elif path.endswith("/echo"):
             echo = {"body": body.decode(), "transfer_encoding": self.headers.get("transfer-encoding"), "usage": {"total_tokens": 3}}
             self._answer(200, "application/json", json.dumps(echo).encode())
+        elif path.endswith("/spend"):
+            self._spend(body)
         elif path.endswith("/big"):
             self._answer(200, "application/json", b"x" * 4096)
         elif self.server.paced is not None:
@@ -126,6 +132,12 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _spend(self, body: bytes) -> None:
+        time.sleep(self.server.spend_delay_s)  # long enough for concurrent requests to overlap
+        usage = {"input_tokens": len(body), "output_tokens": json.loads(body)["max_tokens"]}
+        self.server.spent.append(usage["input_tokens"] + usage["output_tokens"])
+        self._answer(200, "application/json", json.dumps({"usage": usage}).encode())
 
     def _stall_mid_stream(self) -> None:
         self.send_response(200)
@@ -167,9 +179,11 @@ def serving(server: Server) -> Iterator[Server]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartedRelay:
-    """A relay under test, the loopback port of the bridge the agent would call it through, and its record's path."""
+    """A relay under test, its Unix socket, the loopback port of the bridge the agent would call it through, and its
+    record's path."""
 
     relay: ModelRelay
+    socket: Path
     port: int
     records: Path
 
@@ -182,17 +196,18 @@ class Relays:
         self.directory = Path(tempfile.mkdtemp(dir="/tmp", prefix="epg-relay-"))
         self._made: list[ModelRelay] = []
 
-    def start(self, policy: RelayPolicy) -> StartedRelay:
-        """Start a relay of `policy` and a bridge to it on a free loopback port; raises AssertionError if the bridge does not start."""
+    def start(self, policy: RelayPolicy, **options) -> StartedRelay:
+        """Start a relay of `policy` (with ModelRelay's keyword options) and a bridge to it on a free loopback port;
+        raises AssertionError if the bridge does not start."""
         number = len(self._made)
         socket_path, records = self.directory / f"relay{number}.sock", self.directory / f"records{number}.jsonl"
-        relay = ModelRelay(policy, socket_path, records)
+        relay = ModelRelay(policy, socket_path, records, **options)
         self._made.append(relay)
         port = free_port()
         ready = threading.Event()
         threading.Thread(target=serve_bridge, args=(port, str(socket_path), ready), daemon=True).start()
         assert ready.wait(5), "the relay bridge did not start listening"
-        return StartedRelay(relay=relay, port=port, records=records)
+        return StartedRelay(relay=relay, socket=socket_path, port=port, records=records)
 
     def __enter__(self) -> Relays:
         return self

@@ -30,7 +30,8 @@ def test_gemini_relay_sends_the_key_raw_in_x_goog_api_key_below_v1beta_models():
     policy = relay_policy(spec_of({"kind": "gemini", "model": "gemini-2.5-pro"}), {"GEMINI_API_KEY": "k1"})
     assert policy.upstream == "https://generativelanguage.googleapis.com"
     assert policy.credential.headers() == {"x-goog-api-key": "k1"}
-    assert policy.allow_paths == ("/v1beta/models",)
+    assert policy.allow_paths == ("/v1beta/models/*:generateContent", "/v1beta/models/*:streamGenerateContent",
+                                  "/v1beta/models/*:countTokens")
     assert AGENT_IMAGES["gemini"] == "agent-gemini"
 
 

@@ -100,13 +100,22 @@ def test_token_counts_read_openai_anthropic_and_gemini_usage():
     assert count_tokens(gemini) == 9
 
 
-def test_allowed_paths_ending_in_slash_or_star_match_by_prefix():
+def test_allowed_paths_are_exact_unless_they_end_in_slash_or_star():
     assert path_allowed("/v1beta/models/gemini-x:streamGenerateContent", "/v1beta/models/")
     assert path_allowed("/v1beta/models/gemini-x:generateContent", "/v1beta/models/gemini-*")
     assert not path_allowed("/v1beta/files", "/v1beta/models/")
     assert not path_allowed("/v1beta/modelsx", "/v1beta/models/")
-    assert path_allowed("/v1/responses", "/v1/responses") and path_allowed("/v1/responses/r1", "/v1/responses")
+    assert path_allowed("/v1/responses", "/v1/responses")
+    assert not path_allowed("/v1/responses/r1", "/v1/responses")  # nothing below an exact entry
+    assert not path_allowed("/v1/messages/batches", "/v1/messages")
     assert not path_allowed("/v1/responsesx", "/v1/responses")
+    # A "*" inside an entry is one run of characters without "/" or ":": one model, one method.
+    gemini = "/v1beta/models/*:generateContent"
+    assert path_allowed("/v1beta/models/gemini-2.5-pro:generateContent", gemini)
+    assert not path_allowed("/v1beta/models/gemini-2.5-pro:batchGenerateContent", gemini)
+    assert not path_allowed("/v1beta/models/x/y:generateContent", gemini)
+    assert not path_allowed("/v1beta/models/x:y:generateContent", gemini)
+    assert not path_allowed("/v1beta/models/:generateContent", gemini)
     # Dot segments and encoded separators never pass a prefix: the upstream could resolve them elsewhere.
     assert not path_allowed("/v1beta/models/../files", "/v1beta/models/")
     assert not path_allowed("/v1beta/models/%2e%2e/files", "/v1beta/models/")

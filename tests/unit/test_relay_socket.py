@@ -1,0 +1,85 @@
+"""Only the agent's uid (and root) can connect to the relay's socket: another local user cannot spend the credential."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+from support.relay_harness import FakeUpstream, Relays, clear_proxy_variables, serving
+
+from orchestrator.relay.policy import RelayPolicy, StaticCredential
+
+AGENT_UID = 10001  # the uid a root Host runs the agent as (run.agent_container.AGENT_UID)
+OTHER_UID = 54321  # a uid nothing on this machine uses
+
+
+@pytest.fixture
+def start(monkeypatch):
+    """Returns start(**ModelRelay options) -> StartedRelay, its directory traversable by every uid, as a run's host/ is."""
+    clear_proxy_variables(monkeypatch)
+    with serving(FakeUpstream()) as upstream, Relays() as relays:
+        os.chmod(relays.directory, 0o755)
+
+        def make(**options):
+            policy = RelayPolicy(upstream=upstream.url, allow_paths=("/v1/echo",),
+                                 credential=StaticCredential(header="authorization", value="k"))
+            return relays.start(policy, **options)
+
+        yield make
+
+
+def status_as(uid: int, path: str) -> str:
+    """In a child that has become uid (and its gid, no other groups): connect to path and POST /v1/echo.
+
+    Returns "refused: ERRNO-NAME" when the connection is refused, else the answer's status line.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only system calls, then _exit
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.settimeout(5)
+            try:
+                client.connect(path)
+            except OSError as exc:
+                os.write(write_end, f"refused: {type(exc).__name__}".encode())
+            else:
+                client.sendall(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+                os.write(write_end, client.recv(4096).split(b"\r\n", 1)[0])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        said = reader.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def test_the_relay_socket_refuses_another_uid_and_admits_the_agents(start):
+    agent = start(owner_uid=AGENT_UID if os.geteuid() == 0 else None)
+    info = os.stat(agent.socket)
+    assert stat.S_IMODE(info.st_mode) == 0o600
+    if os.geteuid() != 0:  # only root can become another uid: the mode and owner are what keep others out
+        assert info.st_uid == os.geteuid()
+        return
+    assert info.st_uid == AGENT_UID
+    assert status_as(OTHER_UID, str(agent.socket)) == "refused: PermissionError"
+    assert status_as(AGENT_UID, str(agent.socket)) == "HTTP/1.1 200 OK"
+    assert agent.relay.counters.requests == 1
+
+
+def test_by_default_the_relay_socket_is_the_hosts_own_and_refuses_every_other_uid(start):
+    started = start()  # no owner given: a Host that forgot to name the agent's uid fails closed
+    info = os.stat(started.socket)
+    assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o600, os.geteuid())
+    if os.geteuid() != 0:
+        return
+    assert status_as(AGENT_UID, str(started.socket)) == "refused: PermissionError"
+    assert status_as(OTHER_UID, str(started.socket)) == "refused: PermissionError"
+    assert started.relay.counters.requests == 0
