@@ -272,7 +272,9 @@ class RunDriver:
         token = secrets.token_urlsafe(32)
         server = serve(host, token, records.host / "api.sock")
         policy = relay_policy(spec)
-        relay = ModelRelay(policy, records.host / "relay.sock", records.root / "relay" / f"exchanges.{attempt}.jsonl") if policy else None
+        agent = agent_container.agent_identity()  # None: the agent runs as the Host's own uid, the socket's default owner
+        relay = ModelRelay(policy, records.host / "relay.sock", records.root / "relay" / f"exchanges.{attempt}.jsonl",
+                           owner_uid=agent.uid if agent else None) if policy else None
         try:
             plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records, self._random_program)
             user = agent_container.hand_workspace_to_agent(records)
@@ -336,7 +338,8 @@ class RunDriver:
         """Add this attempt's relay counts to run.json's totals."""
         totals = self._records.read_manifest().get("relay") or {}
         counts = relay.counters.to_json()
-        for key in ("requests", "refused", "errors", "tokens", "request_bytes", "response_bytes"):
+        for key in ("requests", "refused", "errors", "tokens", "request_bytes", "response_bytes", "refused_bytes",
+                    "refused_connections", "unrecorded"):
             totals[key] = totals.get(key, 0) + counts[key]
         totals["limit_reached"] = counts["limit_reached"] or totals.get("limit_reached")
         self._records.update_manifest(relay=totals)
