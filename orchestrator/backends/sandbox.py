@@ -146,8 +146,9 @@ class DockerSandbox:
         self._limits = limits
         self._tuning = tuning
         self._labels = labels or LabelSet(session=secrets.token_hex(6), owner="")
+        # The Host's own (0700 from mkdtemp): each slot's policy.sock below admits the first connection, and no other
+        # local user may be it. Containers reach their parts through bind mounts, which need no path through here.
         self._root = Path(tempfile.mkdtemp(prefix="epg-", dir=workdir))
-        os.chmod(self._root, 0o755)
         self._programs = self._root / "programs"
         self._lock = threading.Lock()
         self._counter = 0
