@@ -116,4 +116,4 @@ def test_a_workspace_task_that_is_a_link_is_not_followed(tmp_path):
     (root / "workspace" / "TASK.md").symlink_to(secret)
     run = load_run(root)
     assert "HOST SECRET" not in run.task and run.task == ""
-    assert any("TASK.md: missing" in problem for problem in run.problems)
+    assert any("TASK.md: a symbolic link (not followed)" in problem for problem in run.problems)
