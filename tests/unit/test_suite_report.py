@@ -20,9 +20,12 @@ SUITE = {"name": "mini", "benchmarks": ["cartpole", "MountainCarContinuous-v0"],
          "agents": [{"name": "hc", "agent": {"kind": "hill-climb"}}, {"name": "rnd", "agent": {"kind": "random"}}]}
 
 
+DIGEST = "sha256:" + "ab" * 32
+
+
 def finished_run(run_dir: Path, score: float | None, direction: str = "maximize") -> None:
     """A run directory as a finished Run leaves it (what the report reads of it)."""
-    for name in ("initial_program", "programs/abc", "submissions/s0001"):
+    for name in ("initial_program", f"programs/{DIGEST.removeprefix('sha256:')}", "submissions/s0001"):
         (run_dir / name).mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text("benchmark: x\n")
     (run_dir / "validation.json").write_text("{}")
@@ -30,7 +33,7 @@ def finished_run(run_dir: Path, score: float | None, direction: str = "maximize"
     events = [{"type": "created"}, {"type": "submission_completed", "id": "s0001"}, {"type": "validation_done"}]
     (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     manifest = {"schema": "epg.run/1", "phase": "done", "terminal_reason": "finished", "metric": {"name": "mean_return", "direction": direction},
-                "final": {"submission_id": "s0001", "program_digest": "sha256:abc"} if score is not None else None,
+                "final": {"submission_id": "s0001", "program_digest": DIGEST} if score is not None else None,
                 "assessment": {"score": score} if score is not None else None}
     if score is not None:
         (run_dir / "assessment.json").write_text("{}")
