@@ -195,10 +195,12 @@ def json_lines(root: Path, relative: str | Path, max_bytes: int = MAX_EVENTS_BYT
     return read_bytes(root, relative, max_bytes).decode("utf-8", errors="replace").splitlines()
 
 
-def stream_lines(root: Path, relative: str | Path, *, max_bytes: int = MAX_RELAY_BYTES,
-                 max_line: int = MAX_RELAY_LINE_BYTES) -> Iterator[str]:
-    """Yield the lines of a large log one at a time: lines longer than max_line are skipped unread beyond it, and
-    reading stops after max_bytes. Raises RecordError when the file cannot be opened."""
+def stream_lines(root: Path, relative: str | Path, *, max_bytes: int | None = None, max_line: int | None = None) -> Iterator[str]:
+    """Yield the lines of a large log one at a time: lines longer than max_line (default MAX_RELAY_LINE_BYTES) are
+    skipped, unread beyond it, and reading stops after max_bytes (default MAX_RELAY_BYTES). Raises RecordError when
+    the file cannot be opened."""
+    max_bytes = MAX_RELAY_BYTES if max_bytes is None else max_bytes
+    max_line = MAX_RELAY_LINE_BYTES if max_line is None else max_line
     fd = open_file(root, relative)
     with os.fdopen(fd, "rb") as handle:
         total = 0
