@@ -24,6 +24,7 @@ from orchestrator.records import safe_read, schema
 from orchestrator.reports.export import ProgramForm, export_records, write_jsonl
 from orchestrator.reports.replay import ReplayError, replay
 from orchestrator.reports.report import report_json, write_html_report
+from orchestrator.reports.rerun import replay_run
 from orchestrator.reports.run_records import load_run
 from orchestrator.suite import runner as suite_runner
 from orchestrator.suite.directory import SuiteDirectory
@@ -285,3 +286,16 @@ def test_a_path_from_a_record_that_leaves_its_directory_is_refused(tmp_path):
     for relative in ("../x", "/etc/passwd", "a/../../b", "a//b"):
         with pytest.raises(schema.RecordError, match="not a plain relative path"):
             safe_read.read_bytes(tmp_path, relative, 10)
+
+
+def test_a_replay_refuses_a_spec_or_a_seed_key_file_that_is_a_fifo_before_it_needs_an_engine(run_dir, tmp_path):
+    os.mkfifo(run_dir / "spec.yaml")
+    with pytest.raises(schema.RecordError, match="spec.yaml: not a regular file but a FIFO"):
+        finishes(lambda: replay_run(run_dir, ["s0001"]))
+    (run_dir / "spec.yaml").unlink()
+    (run_dir / "spec.yaml").write_text("benchmark: CartPole-v1\nagent:\n  kind: hill-climb\n")
+    os.mkfifo(tmp_path / "key-pipe")
+    manifest = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**manifest, "seed_key_file": str(tmp_path / "key-pipe")}))
+    with pytest.raises(ReplayError, match="key-pipe: the seed key file run.json names is not a regular file"):
+        finishes(lambda: replay_run(run_dir, ["s0001"]))
