@@ -195,24 +195,30 @@ def json_lines(root: Path, relative: str | Path, max_bytes: int = MAX_EVENTS_BYT
     return read_bytes(root, relative, max_bytes).decode("utf-8", errors="replace").splitlines()
 
 
-def stream_lines(root: Path, relative: str | Path, *, max_bytes: int | None = None, max_line: int | None = None) -> Iterator[str]:
+def stream_lines(root: Path, relative: str | Path, *, max_bytes: int | None = None, max_line: int | None = None,
+                 spent: list[int] | None = None) -> Iterator[str]:
     """Yield the lines of a large log one at a time: lines longer than max_line (default MAX_RELAY_LINE_BYTES) are
-    skipped, unread beyond it, and reading stops after max_bytes (default MAX_RELAY_BYTES). Raises RecordError when
-    the file cannot be opened."""
+    skipped, and reading stops once max_bytes (default MAX_RELAY_BYTES) are read. spent[0], when given, grows by
+    every byte read (skipped lines included), for a bound over several files. Raises RecordError when the file cannot
+    be opened."""
     max_bytes = MAX_RELAY_BYTES if max_bytes is None else max_bytes
     max_line = MAX_RELAY_LINE_BYTES if max_line is None else max_line
+    spent = [0] if spent is None else spent
     fd = open_file(root, relative)
     with os.fdopen(fd, "rb") as handle:
         total = 0
         while total < max_bytes:
-            line = handle.readline(max_line + 1)
+            line = handle.readline(min(max_line + 1, max_bytes - total))
             if not line:
                 return
             total += len(line)
-            if len(line) > max_line and not line.endswith(b"\n"):
-                while (rest := handle.readline(MiB)) and not rest.endswith(b"\n"):  # the rest of an oversized line
+            spent[0] += len(line)
+            if len(line) > max_line or not line.endswith(b"\n") and total >= max_bytes:
+                ended = line.endswith(b"\n")
+                while not ended and total < max_bytes and (rest := handle.readline(min(MiB, max_bytes - total))):  # the rest
                     total += len(rest)
-                total += len(rest)
+                    spent[0] += len(rest)
+                    ended = rest.endswith(b"\n")
                 continue
             yield line.decode("utf-8", errors="replace")
 

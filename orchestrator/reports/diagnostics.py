@@ -103,6 +103,7 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
     best: float | None = None
     previous = _program(run, str(run.manifest.get("initial_program_digest") or ""), fallback="initial_program")
     area, counted = 0.0, 0
+    programs: dict[str, Program | None] = {}  # each stored Program read once, however many Submissions name it
     first_score: float | None = None
     for record in run.submissions:
         spent += len(record.indices)
@@ -121,7 +122,9 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
         if best is not None:
             area += len(record.indices) * best
             counted += len(record.indices)
-        program = _program(run, record.program_digest) if record.program_digest else None
+        if record.program_digest and record.program_digest not in programs:
+            programs[record.program_digest] = _program(run, record.program_digest)
+        program = programs.get(record.program_digest)
         change = program_change(previous, program) if program is not None and previous is not None else None
         if program is not None:
             previous = program

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -110,8 +111,11 @@ def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str
     admitted = {e.get("id"): e for e in run.events if e.get("type") == "submission_admitted"}
     receipts = _receipts(run)
     previous = _program(run, "initial_program")
+    programs: dict[str, Program | None] = {}  # each stored Program read once, however many Submissions name it
     for record in (s for s in run.submissions if s.error is None):
-        program = _program(run, safe_read.digest_path(record.program_digest))
+        if record.program_digest not in programs:
+            programs[record.program_digest] = _program(run, safe_read.digest_path(record.program_digest))
+        program = programs[record.program_digest]
         if form is ProgramForm.DIFF and previous is not None and program is not None:
             shown = _diff_form(previous, program)
         elif program is not None:
@@ -122,7 +126,7 @@ def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str
             previous = program
         event = admitted.get(record.id, {})
         yield {
-            "_time": float(event.get("time") or 0.0), "kind": "submission", "submission_id": record.id, "number": record.number,
+            "_time": _time(event.get("time")), "kind": "submission", "submission_id": record.id, "number": record.number,
             "time": event.get("time"), "selector": record.selector, "indices": list(record.indices), "program": shown,
             "receipt": receipts.get(record.id) or _receipt(record, None), "feedback": record.feedback,
         }
@@ -159,8 +163,9 @@ def _receipt(record: SubmissionRecord, budget: dict[str, Any] | None) -> dict[st
 def _exchange_records(run: RunRecords) -> Iterator[dict[str, Any]]:
     """Each exchange the relay recorded, read a line at a time (safe_read.stream_lines). Raises RecordError when a
     relay file is a link or not a regular file."""
+    spent = [0]  # MAX_RELAY_BYTES bounds every relay file of the Run together
     for attempt, relative in relay_files(run.root):
-        for line in safe_read.stream_lines(run.root, relative):
+        for line in safe_read.stream_lines(run.root, relative, max_bytes=safe_read.MAX_RELAY_BYTES - spent[0], spent=spent):
             try:
                 entry = json.loads(line)
             except (json.JSONDecodeError, RecursionError):
@@ -168,7 +173,7 @@ def _exchange_records(run: RunRecords) -> Iterator[dict[str, Any]]:
             if not isinstance(entry, dict):
                 continue
             yield {
-                "kind": "model_exchange", "attempt": attempt, "seq": entry.get("seq"), "time": float(entry.get("time") or 0.0),
+                "kind": "model_exchange", "attempt": attempt, "seq": entry.get("seq"), "time": _time(entry.get("time")),
                 "method": entry.get("method"), "path": entry.get("path"), "status": entry.get("status"),
                 "refused": entry.get("refused"), "error": entry.get("error"), "seconds": entry.get("seconds"), "tokens": entry.get("tokens"),
                 "request": entry.get("request", ""), "response": entry.get("response", ""),
@@ -196,6 +201,17 @@ def _outcome_record(run: RunRecords) -> dict[str, Any]:
     final = manifest.get("final") if isinstance(manifest.get("final"), dict) else None
     return {"kind": "outcome", "phase": manifest.get("phase"), "terminal_reason": manifest.get("terminal_reason"),
             "final": final, "validation": validation, "assessment": assessment}
+
+
+def _time(value: Any) -> float:
+    """A recorded Unix time as a finite float (0.0 for anything else: the records are not trusted to hold one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 # Programs -------------------------------------------------------------------------

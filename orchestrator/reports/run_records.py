@@ -20,6 +20,7 @@ from orchestrator.records import safe_read, schema
 from orchestrator.records.run_dir import RunDirectory
 
 MAX_TASK_BYTES = 1024 * 1024
+MAX_SUBMISSION_RECORDS_BYTES = 1 << 30  # every submissions/*/record.json of one Run together
 _PUBLIC_SPEC = re.compile(r"^## Public spec\s*\n+```json\n(.*?)\n```", re.S | re.M)
 _RELAY_FILE = re.compile(r"^exchanges\.(\d+)\.jsonl$")
 
@@ -139,7 +140,8 @@ def load_run(root: Path) -> RunRecords:
     except schema.RecordError as exc:
         names = []
         problems.append(str(exc))
-    submissions = [record for name in names if (record := _read_submission(root, name)) is not None]
+    budget = [MAX_SUBMISSION_RECORDS_BYTES]
+    submissions = [record for name in names if (record := _read_submission(root, name, budget)) is not None]
     return RunRecords(
         root=root,
         manifest=manifest,
@@ -199,10 +201,16 @@ def relay_files(root: Path) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def _read_submission(root: Path, name: str) -> SubmissionRecord | None:
-    """submissions/<name>/record.json; None when that directory holds no record (yet)."""
+def _read_submission(root: Path, name: str, budget: list[int]) -> SubmissionRecord | None:
+    """submissions/<name>/record.json; None when that directory holds no record (yet). budget[0] is what the Run's
+    Submission records may still read in all; the record's bytes are taken from it."""
+    relative = f"submissions/{name}/record.json"
     try:
-        record = safe_read.read_record(root, f"submissions/{name}/record.json", schema.SUBMISSION)
+        if budget[0] <= 0:
+            raise schema.RecordError(root / relative, f"not read: the Submission records before it hold {MAX_SUBMISSION_RECORDS_BYTES} bytes")
+        data = safe_read.read_bytes(root, relative, min(safe_read.MAX_RECORD_BYTES, budget[0]))
+        budget[0] -= len(data)
+        record = schema.parse_record(root / relative, data, schema.SUBMISSION)
         feedback = record["feedback"]
         indices = record["indices"]
         if not isinstance(feedback, dict) or not isinstance(indices, list):

@@ -21,6 +21,7 @@ from orchestrator.cli.app import app
 from orchestrator.images.catalogue import discover
 from orchestrator.kernel.program import ProgramError
 from orchestrator.records import safe_read, schema
+from orchestrator.reports import run_records
 from orchestrator.reports.export import ProgramForm, export_records, write_jsonl
 from orchestrator.reports.replay import ReplayError, replay
 from orchestrator.reports.report import report_json, write_html_report
@@ -299,3 +300,17 @@ def test_a_replay_refuses_a_spec_or_a_seed_key_file_that_is_a_fifo_before_it_nee
     (run_dir / "run.json").write_text(json.dumps({**manifest, "seed_key_file": str(tmp_path / "key-pipe")}))
     with pytest.raises(ReplayError, match="key-pipe: the seed key file run.json names is not a regular file"):
         finishes(lambda: replay_run(run_dir, ["s0001"]))
+
+
+def test_the_submission_records_and_relay_records_of_a_run_are_bounded_together(run_dir, monkeypatch):
+    size = len((run_dir / "submissions" / "s0001" / "record.json").read_bytes())
+    monkeypatch.setattr(run_records, "MAX_SUBMISSION_RECORDS_BYTES", size)
+    rows = {s.id: s.error for s in load_run(run_dir).submissions}
+    assert rows["s0001"] is None and "not read: the Submission records before it hold" in (rows["s0002"] or "")
+    (run_dir / "relay").mkdir()
+    line = json.dumps({"seq": 1, "time": 101.0, "request": "{}", "response": "ok"}) + "\n"
+    for attempt in (1, 2):
+        (run_dir / "relay" / f"exchanges.{attempt}.jsonl").write_text(line * 3)
+    monkeypatch.setattr(safe_read, "MAX_RELAY_BYTES", len(line) * 4)
+    exchanges = [json.loads(text) for text in exported(run_dir).splitlines() if '"model_exchange"' in text]
+    assert [e["attempt"] for e in exchanges] == [1, 1, 1, 2]
