@@ -84,7 +84,8 @@ def spec_schema() -> None:
 
 
 def _fail_record(message: str) -> NoReturn:
-    """fail() with a message that holds text from records: shown as text (its markup escaped, controls visible)."""
+    """fail() with a message that holds text from records: shown as text (its markup escaped, controls visible; the
+    --json error object carries the same escaped text)."""
     fail(shown(message))
 
 
