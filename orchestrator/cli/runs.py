@@ -1,4 +1,8 @@
-"""`epg-orchestrate spec check | schema` and `runs list | show | report | export | replay`: spec files before a Run, run directories after."""
+"""`epg-orchestrate spec check | schema` and `runs list | show | report | export | replay`: spec files before a Run, run directories after.
+
+A run directory may come from someone else: what the `runs` commands print of it goes through `cli.untrusted.shown`
+(rich markup escaped, control characters made visible), and its records are read through `records.safe_read`.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,11 @@ from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
 from orchestrator.cli.options import AllowCredential, Base, Environments, Json, Scope, credential_grants, environment_roots
-from orchestrator.cli.run import image_checker, print_manifest
+from orchestrator.cli.run import image_checker
+from orchestrator.cli.terminal import one_line
 from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
-from orchestrator.records import schema
+from orchestrator.records import safe_read, schema
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.reports.export import ProgramForm, export_records, find_runs, write_jsonl
 from orchestrator.reports.replay import ReplayError
@@ -128,19 +133,20 @@ def runs_list(
         table.add_column(column)
     for row in rows:
         if row["error"]:
-            table.add_row(row["run"], f"[red]unreadable: {row['error']}[/]", "", "", "", "")
+            table.add_row(one_line(row["run"]), f"[red]unreadable: {one_line(row['error'])}[/]", "", "", "", "")
             continue
         score = row["assessment_score"]
-        table.add_row(row["run"], str(row["benchmark"]), str(row["agent"]), str(row["phase"]),
-                      str(row["terminal_reason"] or "-"), "-" if score is None else f"{score:.3f}")
+        table.add_row(one_line(row["run"]), one_line(row["benchmark"]), one_line(row["agent"]), one_line(row["phase"]),
+                      one_line(row["terminal_reason"] or "-"), "-" if score is None else f"{score:.3f}")
     out.print(table)
 
 
-def submission_summary(record_path: Path) -> dict[str, Any]:
-    """One Submission of `runs show` from its record.json, or `error` when the record is unreadable or partial."""
-    row: dict[str, Any] = {"id": record_path.parent.name}
+def submission_summary(run_dir: Path, name: str) -> dict[str, Any]:
+    """One Submission of `runs show` from submissions/<name>/record.json (read as records.safe_read reads), or `error`
+    when the record is unreadable, partial, a link or not a regular file."""
+    row: dict[str, Any] = {"id": name}
     try:
-        record = schema.read_record(record_path, schema.SUBMISSION)
+        record = safe_read.read_record(run_dir, f"submissions/{name}/record.json", schema.SUBMISSION)
         feedback = record["feedback"]
         episodes = feedback["episodes"]
         score = feedback["score"]
@@ -164,11 +170,12 @@ def runs_show(run_dir: ExistingDirectory, as_json: Json = False) -> None:
     records = RunDirectory(run_dir)
     try:
         manifest = records.read_manifest()
+        names = [n for n in safe_read.names(run_dir, "submissions") if not n.startswith(".")]
     except schema.RecordError as exc:
         fail(str(exc))
     if not manifest:
         fail(f"{run_dir} is not a run directory (it holds no run.json)")
-    submissions = [submission_summary(path) for path in sorted((run_dir / "submissions").glob("*/record.json"))]
+    submissions = [row for name in names if (row := submission_summary(run_dir, name)).get("error") != "missing"]
     if as_json:
         print_json({"run_dir": str(run_dir), "manifest": manifest, "submissions": submissions})
         return
@@ -177,15 +184,33 @@ def runs_show(run_dir: ExistingDirectory, as_json: Json = False) -> None:
         table.add_column(column)
     for row in submissions:
         if row["error"]:
-            table.add_row(row["id"], f"[red]unreadable: {row['error']}[/]", "", "", "")
+            table.add_row(one_line(row["id"]), f"[red]unreadable: {one_line(row['error'])}[/]", "", "", "")
         else:
-            table.add_row(row["id"], row["selector"], f"{row['score']:.3f}", str(row["policy_failures"]), row["program_digest"][:19])
+            table.add_row(one_line(row["id"]), one_line(row["selector"]), f"{row['score']:.3f}", str(row["policy_failures"]),
+                          one_line(row["program_digest"][:19]))
     out.print(table)
-    print_manifest(run_dir, manifest)
+    _print_outcome(run_dir, manifest)
     validation = manifest.get("validation") if isinstance(manifest.get("validation"), dict) else {}
     scores = validation.get("scores") if isinstance(validation.get("scores"), dict) else {}
     for submission_id, score in scores.items():
-        out.print(f"validation {submission_id}: {score:.3f}" if isinstance(score, (int, float)) else f"validation {submission_id}: {score}")
+        value = f"{score:.3f}" if isinstance(score, (int, float)) else one_line(score)
+        out.print(f"validation {one_line(submission_id)}: {value}", highlight=False)
+
+
+def _print_outcome(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """The end of the Run in a few lines, from its run.json (partial or not), every recorded value shown as text."""
+    final = manifest.get("final") if isinstance(manifest.get("final"), dict) else {}
+    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
+    out.print(f"Run directory: {one_line(run_dir)}", highlight=False)
+    out.print(f"terminal reason: {one_line(manifest.get('terminal_reason'))}", highlight=False)
+    if not final:
+        out.print("no candidate: nothing was assessed", highlight=False)
+        return
+    out.print(f"selected: {one_line(final.get('submission_id'))} ({one_line(final.get('program_digest'))})", highlight=False)
+    score = assessment.get("score")
+    out.print(f"[bold]assessment score: {score:.4f}[/]" if isinstance(score, (int, float)) else "assessment: not done", highlight=False)
+    if isinstance(assessment.get("initial_program_score"), (int, float)):
+        out.print(f"starting Program on the same Episodes: {assessment['initial_program_score']:.4f}", highlight=False)
 
 
 @runs_app.command("report")
@@ -216,12 +241,12 @@ def runs_report(
         print_json(document)
         return
     for problem in document["problems"]:
-        err.print(f"[yellow]note:[/] {problem}", highlight=False)
-    out.print(f"{document['benchmark']}: {len(document['submissions'])} Submissions, {document['episodes_spent']} Episodes spent, "
-              f"selected {document['selected'] or 'none'}, Assessment {_number(document['assessment_score'])}", highlight=False)
+        err.print(f"[yellow]note:[/] {one_line(problem)}", highlight=False)
+    out.print(f"{one_line(document['benchmark'])}: {len(document['submissions'])} Submissions, {document['episodes_spent']} Episodes spent, "
+              f"selected {one_line(document['selected'] or 'none')}, Assessment {_number(document['assessment_score'])}", highlight=False)
     out.print(f"area under the best-so-far curve {_number(document['best_so_far_auc'])} (mean {_number(document['best_so_far_mean'])}), "
               f"score gain per Submission {_number(document['gain_per_submission'])}", highlight=False)
-    out.print(f"report: {document['html']}", highlight=False)
+    out.print(f"report: {one_line(document['html'])}", highlight=False)
 
 
 def _number(value: float | None) -> str:
@@ -294,7 +319,7 @@ def runs_replay(
 
     try:
         reports, images = replay_run(run_dir, targets, scope=scope, base=base, environments=environment_roots(environments),
-                                     progress=lambda message: None if as_json else err.print(f"[dim]{message}[/]", highlight=False))
+                                     progress=lambda message: None if as_json else err.print(f"[dim]{one_line(message)}[/]", highlight=False))
     except (schema.RecordError, ReplayError, SeedKeyError, SpecError, CatalogueError) as exc:
         fail(str(exc))
     except InfrastructureError as exc:
@@ -304,13 +329,13 @@ def runs_replay(
         print_json({"run_dir": str(run_dir), "identical": identical, "replays": [r.to_json() for r in reports], "images": images})
     else:
         if not images["same_image"]:
-            err.print(f"[yellow]note:[/] the Run's environment image {images['recorded_environment']} is gone; "
-                      f"replayed on {images['environment']}", highlight=False)
+            err.print(f"[yellow]note:[/] the Run's environment image {one_line(images['recorded_environment'])} is gone; "
+                      f"replayed on {one_line(images['environment'])}", highlight=False)
         for report in reports:
             for difference in report.differences:
-                out.print(f"[red]differs[/] {report.target} {difference.line()}", highlight=False)
+                out.print(f"[red]differs[/] {one_line(report.target)} {one_line(difference.line())}", highlight=False)
             count = len(report.differences)
             verdict = "identical" if report.identical else f"{count} difference{'' if count == 1 else 's'}"
-            out.print(f"{report.target}: {report.episodes} Episodes of {report.split} replayed against {', '.join(report.compared)}: "
+            out.print(f"{one_line(report.target)}: {report.episodes} Episodes of {report.split} replayed against {one_line(', '.join(report.compared))}: "
                       f"{verdict}", highlight=False)
     raise typer.Exit(int(ExitCode.OK if identical else ExitCode.BAD_INPUT))

@@ -13,15 +13,17 @@ from rich.table import Table
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
 from orchestrator.cli.options import Base, Environments, Json, OutputDir, Scope, environment_roots
 from orchestrator.cli.run import image_checker
+from orchestrator.cli.terminal import one_line
 from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.records import safe_read
 from orchestrator.records.schema import RecordError
 from orchestrator.run.spec import SpecError, load_spec
 from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.ranking import Standing
 from orchestrator.suite.report import SuiteReport, build_report
 from orchestrator.suite.runner import RunnerOptions, RunOutcome, SuiteRunner
-from orchestrator.suite.spec import SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems
+from orchestrator.suite.spec import MAX_SUITE_BYTES, SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems
 
 app = typer.Typer(help="Suites: Benchmarks x agents x repeats under one protocol, and their ranking.", no_args_is_help=True)
 
@@ -55,7 +57,11 @@ def run(
         directory = SuiteDirectory(resume)
         if not directory.exists():
             fail(f"{resume} is not a suite directory (it holds no suite.json)")
-        suite = _load(resume / "suite.yaml")
+        try:
+            text = safe_read.read_text(resume, "suite.yaml", MAX_SUITE_BYTES)
+        except RecordError as exc:
+            fail(str(exc))
+        suite = _load(resume / "suite.yaml", text)
     else:
         suite = _load(suite_file)
         directory = SuiteDirectory(_create(suite_file, suite, output, roots))
@@ -81,9 +87,9 @@ def run(
         print_json({"suite_dir": str(directory.root), "invocations": [_outcome_json(o) for o in outcomes], "report": report.to_json()})
 
 
-def _load(path: Path) -> SuiteSpec:
+def _load(path: Path, text: str | None = None) -> SuiteSpec:
     try:
-        return load_suite(path)[0]
+        return load_suite(path, text)[0]
     except SuiteSpecError as exc:
         fail(f"{path}: invalid suite", problems=exc.problems)
 
@@ -133,6 +139,8 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
                                progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False))
         names = {"policy-runtime"}
         for run in runs:
+            if directory.run_problem(run) is not None or safe_read.kind(directory.root, run["spec"]) != "file":
+                continue  # the runner refuses it, saying why
             spec, _ = load_spec(directory.spec_file(run))
             package, _, _ = resolve_benchmark(spec.benchmark, builder.packages())
             names |= {package.image, AGENT_IMAGES.get(spec.agent.kind, "agent-base")}
@@ -172,7 +180,7 @@ class _Reporter:
             err.print(f"{fields['done']} of {fields['total']} Runs done; {len(fields['waiting'])} to go", highlight=False)
         elif kind == "started":
             verb = "resumed" if fields["resume"] else "started"
-            err.print(f"{fields['name']}: {verb}", highlight=False)
+            err.print(f"{one_line(fields['name'])}: {verb}", highlight=False)
             self._tasks[fields["name"]] = progress.add_task(fields["name"], total=None)
         elif kind == "ended":
             outcome: RunOutcome = fields["outcome"]
@@ -182,9 +190,11 @@ class _Reporter:
             if outcome.phase == "done":
                 progress.advance(self._suite)
                 score = "nothing assessed" if outcome.score is None else f"held-out score {outcome.score:.4f}"
-                err.print(f"{outcome.name}: done in {outcome.seconds:.1f} s, {score} ({outcome.terminal_reason})", highlight=False)
+                err.print(f"{one_line(outcome.name)}: done in {outcome.seconds:.1f} s, {score} ({one_line(outcome.terminal_reason)})",
+                          highlight=False)
             else:
-                err.print(f"[yellow]{outcome.name}: stopped in phase {outcome.phase}: {outcome.error}[/]", highlight=False)
+                err.print(f"[yellow]{one_line(outcome.name)}: stopped in phase {one_line(outcome.phase)}: {one_line(outcome.error)}[/]",
+                          highlight=False)
         elif kind == "stopping":
             err.print(f"[yellow]{fields['signal']}: stopping {', '.join(fields['runs']) or 'nothing'}[/]", highlight=False)
         elif kind == "progress":
@@ -216,7 +226,11 @@ def report(
     if html_out is not None:
         from orchestrator.suite.html import render_suite_html  # matplotlib only when a page is asked for
 
-        html_out.write_text(render_suite_html(made))
+        try:
+            with safe_read.open_for_writing(html_out.parent, html_out.name, append=False) as handle:  # never through a link
+                handle.write(render_suite_html(made).encode("utf-8"))
+        except (RecordError, OSError) as exc:
+            fail(f"cannot write the page: {exc}")
     if as_json:
         print_json(made.to_json())
     else:
@@ -227,15 +241,15 @@ def report(
 
 def print_report(report: SuiteReport) -> None:
     """Standings, per family, the held-out table and the Runs that are not done."""
-    out.print(_standings(f"Suite {report.name}: aggregate rank score", report.overall))
+    out.print(_standings(f"Suite {one_line(report.name)}: aggregate rank score", report.overall))
     if len(report.families) > 1:
         for family, rows in report.families.items():
-            out.print(_standings(family, rows))
+            out.print(_standings(one_line(family), rows))
     table = Table(title="held-out score (mean ± stdev over repeats, #rank)", title_justify="left")
     table.add_column("Benchmark")
     table.add_column("better")
     for agent in report.agents:
-        table.add_column(agent, justify="right")
+        table.add_column(one_line(agent), justify="right")
     for benchmark in report.benchmarks:
         cells = []
         for agent in report.agents:
@@ -244,15 +258,15 @@ def print_report(report: SuiteReport) -> None:
             if cell.stdev is not None:
                 text += f" ± {cell.stdev:.3g}"
             cells.append(f"{text} #{cell.rank}")
-        table.add_row(benchmark.id, "higher" if benchmark.direction == "maximize" else "lower", *cells)
+        table.add_row(one_line(benchmark.id), "higher" if benchmark.direction == "maximize" else "lower", *cells)
     out.print(table)
     for note in report.notes:
-        out.print(f"[yellow]note: {note}[/]", highlight=False)
+        out.print(f"[yellow]note: {one_line(note)}[/]", highlight=False)
     unfinished = [run for run in report.runs if run.problems]
     if unfinished:
         out.print(f"[yellow]incomplete: {len(unfinished)} of {len(report.runs)} Runs[/]", highlight=False)
         for run in unfinished:
-            out.print(f"  {run.name}: {'; '.join(run.problems)}", highlight=False)
+            out.print(f"  {one_line(run.name)}: {one_line('; '.join(run.problems))}", highlight=False)
 
 
 def _standings(title: str, rows: tuple[Standing, ...]) -> Table:
@@ -261,5 +275,5 @@ def _standings(title: str, rows: tuple[Standing, ...]) -> Table:
                           ("Benchmarks", "right")):
         table.add_column(name, justify=justify)
     for position, s in enumerate(rows, 1):
-        table.add_row(str(position), s.agent, f"{s.rank_score:.4f}", str(s.wins), str(s.top2), str(s.benchmarks))
+        table.add_row(str(position), one_line(s.agent), f"{s.rank_score:.4f}", str(s.wins), str(s.top2), str(s.benchmarks))
     return table

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.kernel.program import Program
-from orchestrator.records import schema
+from orchestrator.records import safe_read, schema
 from orchestrator.records.atomic import PRIVATE_DIRECTORY, PUBLIC_DIRECTORY, make_directory, write_json
 
 
@@ -99,7 +99,7 @@ class RunDirectory:
         event = {"schema": schema.EVENT, "type": kind, "time": round(time.time(), 3), **fields}
         line = (json.dumps(event, sort_keys=True) + "\n").encode()
         with self._lock:
-            fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
                 os.write(fd, line)
                 os.fsync(fd)
@@ -108,21 +108,35 @@ class RunDirectory:
         return event
 
     def events(self) -> Iterator[dict[str, Any]]:
-        """Yield the logged events in order; a torn last line (a crash mid-append) is skipped."""
-        if not self.events_path.exists():
-            return
-        for line in self.events_path.read_text().splitlines():
+        """Yield the logged events (JSON objects) in order; a torn last line (a crash mid-append) is skipped.
+
+        Read as `records.safe_read` reads (no link followed, at most MAX_EVENTS_BYTES). Raises schema.RecordError when
+        events.jsonl is there but cannot be read so.
+        """
+        try:
+            lines = safe_read.json_lines(self.root, "events.jsonl")
+        except schema.RecordError as exc:
+            if exc.reason == "missing":
+                return
+            raise
+        for line in lines:
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+                event = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
                 continue
+            if isinstance(event, dict):
+                yield event
 
     # manifest ----------------------------------------------------------------
     def read_manifest(self) -> dict[str, Any]:
-        """run.json, or {} before it is first written. Raises schema.RecordError when it is unreadable or corrupt."""
-        if not self.manifest_path.exists():
-            return {}
-        return schema.read_record(self.manifest_path, schema.RUN)
+        """run.json, or {} before it is first written. Raises schema.RecordError when it is unreadable or corrupt, a link,
+        not a regular file or larger than safe_read.MAX_RECORD_BYTES."""
+        try:
+            return safe_read.read_record(self.root, "run.json", schema.RUN)
+        except schema.RecordError as exc:
+            if exc.reason == "missing":
+                return {}
+            raise
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         with self._lock:

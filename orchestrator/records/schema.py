@@ -6,7 +6,10 @@ a reader that meets a record it cannot use says so in one line, never with a tra
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +37,43 @@ def read_record(path: Path, schema: str | None = None, *, max_bytes: int = 64 <<
     """Return the JSON object in path. Raises RecordError.
 
     With schema, a record naming another schema is refused; one naming none (written
-    before records carried their schema) is accepted.
+    before records carried their schema) is accepted. The file itself is opened
+    without following a link and without blocking, and must be a regular file of at
+    most max_bytes; a reader of a directory someone else wrote uses
+    `records.safe_read.read_record`, which follows no link anywhere below its root.
     """
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         raise RecordError(path, "missing") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordError(path, "a symbolic link (not followed)") from None
         raise RecordError(path, f"unreadable: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(path, "not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise RecordError(path, f"unreadable: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     if len(data) > max_bytes:
         raise RecordError(path, f"larger than {max_bytes} bytes")
+    return parse_record(path, data, schema)
+
+
+def parse_record(path: Path, data: bytes, schema: str | None = None) -> dict[str, Any]:
+    """The JSON object in data, read from path (named in errors); schema as in read_record. Raises RecordError."""
     try:
         document = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordError(path, "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise RecordError(path, f"not JSON ({exc.lineno}:{exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise RecordError(path, "nested too deeply") from None
     if not isinstance(document, dict):
         raise RecordError(path, f"not a JSON object but a {type(document).__name__}")
     found = document.get("schema")

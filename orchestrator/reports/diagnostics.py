@@ -8,12 +8,13 @@ diagnostics), and Validation against Assessment of the candidates.
 
 from __future__ import annotations
 
-import difflib
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.kernel.program import Program, ProgramError, capture_program
-from orchestrator.reports.run_records import RunRecords, SubmissionRecord
+from orchestrator.kernel.program import Program, ProgramError
+from orchestrator.reports.diffs import program_changes
+from orchestrator.reports.run_records import RunRecords, SubmissionRecord, stored_program
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,6 +28,7 @@ class ProgramChange:
     lines_removed: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
+    summarised: tuple[str, ...] = ()  # files past reports.diffs' bound: their lines counted, not diffed
 
     @property
     def files_changed(self) -> int:
@@ -83,7 +85,8 @@ class RunDiagnostics:
     terminal_reason: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """As a JSON object; a number that overflowed (scores near 1e308) is null."""
+        return _finite(asdict(self))
 
 
 def better(a: float, b: float, direction: str) -> bool:
@@ -98,8 +101,9 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
     seen: set[int] = set()
     spent = 0
     best: float | None = None
-    previous = _program(run, str(run.manifest.get("initial_program_digest") or ""), fallback=run.root / "initial_program")
+    previous = _program(run, str(run.manifest.get("initial_program_digest") or ""), fallback="initial_program")
     area, counted = 0.0, 0
+    programs: dict[str, Program | None] = {}  # each stored Program read once, however many Submissions name it
     first_score: float | None = None
     for record in run.submissions:
         spent += len(record.indices)
@@ -118,7 +122,9 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
         if best is not None:
             area += len(record.indices) * best
             counted += len(record.indices)
-        program = _program(run, record.program_digest) if record.program_digest else None
+        if record.program_digest and record.program_digest not in programs:
+            programs[record.program_digest] = _program(run, record.program_digest)
+        program = programs.get(record.program_digest)
         change = program_change(previous, program) if program is not None and previous is not None else None
         if program is not None:
             previous = program
@@ -161,25 +167,17 @@ def candidate_results(run: RunRecords) -> list[CandidateResult]:
 
 
 def program_change(before: Program, after: Program) -> ProgramChange:
-    """Files added, removed and changed from before to after, and the added and removed lines of their unified diff."""
-    old = {f.path: f.data for f in before.files}
-    new = {f.path: f.data for f in after.files}
-    changed = tuple(sorted(p for p in old.keys() & new.keys() if old[p] != new[p]))
-    added_lines = removed_lines = 0
-    for path in (*changed, *(new.keys() - old.keys()), *(old.keys() - new.keys())):
-        for line in difflib.unified_diff(_lines(old.get(path, b"")), _lines(new.get(path, b"")), lineterm="", n=0):
-            if line.startswith("+") and not line.startswith("+++"):
-                added_lines += 1
-            elif line.startswith("-") and not line.startswith("---"):
-                removed_lines += 1
+    """Files added, removed and changed from before to after, and the added and removed lines of their unified diff
+    (of their line counts, for files past reports.diffs' bound: linear time whatever their size)."""
+    changes = program_changes(before, after)
+    old = {f.path for f in before.files}
+    new = {f.path for f in after.files}
     return ProgramChange(
-        added=tuple(sorted(new.keys() - old.keys())), removed=tuple(sorted(old.keys() - new.keys())), changed=changed,
-        lines_added=added_lines, lines_removed=removed_lines, bytes_before=before.total_bytes, bytes_after=after.total_bytes,
+        added=tuple(sorted(new - old)), removed=tuple(sorted(old - new)),
+        changed=tuple(sorted(c.path for c in changes if c.before is not None and c.after is not None)),
+        lines_added=sum(c.lines_added for c in changes), lines_removed=sum(c.lines_removed for c in changes),
+        bytes_before=before.total_bytes, bytes_after=after.total_bytes, summarised=tuple(c.path for c in changes if c.summarised),
     )
-
-
-def _lines(data: bytes) -> list[str]:
-    return data.decode("utf-8", "replace").splitlines()
 
 
 def _point(record: SubmissionRecord, spent: int, reused: int, best: float | None, gain: float | None,
@@ -192,13 +190,17 @@ def _point(record: SubmissionRecord, spent: int, reused: int, best: float | None
     )
 
 
-def _program(run: RunRecords, digest: str, fallback: Any = None) -> Program | None:
-    for directory in ([run.program_dir(digest)] if digest else []) + ([fallback] if fallback is not None else []):
-        if directory.is_dir():
-            try:
-                return capture_program(directory)
-            except ProgramError:
-                continue
+def _program(run: RunRecords, digest: str, fallback: str | None = None) -> Program | None:
+    """The stored Program with digest, else the one in fallback (relative to the run directory); None when neither reads."""
+    try:
+        return run.program(digest)
+    except ProgramError:
+        pass
+    if fallback is not None:
+        try:
+            return stored_program(run.root, fallback)
+        except ProgramError:
+            pass
     return None
 
 
@@ -208,4 +210,22 @@ def _selected(run: RunRecords) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """value as a finite float, else None (NaN, infinities and integers past a float's range included)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _finite(value: Any) -> Any:
+    """value with every non-finite float (an overflowed sum of scores near 1e308) replaced by None: strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

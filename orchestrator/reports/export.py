@@ -10,15 +10,17 @@ file, nor a Host path.
 from __future__ import annotations
 
 import base64
-import difflib
 import json
+import math
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from orchestrator.kernel.program import Program, ProgramError, capture_program
-from orchestrator.reports.run_records import RunRecords, SubmissionRecord, load_run, relay_files
+from orchestrator.kernel.program import Program, ProgramError
+from orchestrator.records import safe_read
+from orchestrator.reports.diffs import program_changes
+from orchestrator.reports.run_records import RunRecords, SubmissionRecord, load_run, relay_files, stored_program
 
 EXPORT_SCHEMA = "epg.export/1"
 SCHEMA_FILE = Path(__file__).with_name("export.schema.json")
@@ -33,15 +35,16 @@ class ProgramForm(StrEnum):
 def find_runs(root: Path) -> list[Path]:
     """root itself when it is a run directory (it holds run.json), else every run directory below it, sorted.
 
-    Run directories are not searched inside, and the walk stops four levels down (a suite's layout).
+    Run directories are not searched inside, and the walk stops four levels down (a suite's layout); no link is
+    followed. A run.json that is a link or not a regular file still marks a run directory, whose reading then says why.
     """
-    if (root / "run.json").is_file():
+    if safe_read.kind(root, "run.json") is not None:
         return [root]
     found: list[Path] = []
 
     def walk(directory: Path, depth: int) -> None:
         for child in sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink()):
-            if (child / "run.json").is_file():
+            if safe_read.kind(child, "run.json") is not None:
                 found.append(child)
             elif depth < _MAX_DEPTH:
                 walk(child, depth + 1)
@@ -66,11 +69,23 @@ def export_records(run_dir: Path, *, name: str, program_form: ProgramForm = Prog
         yield {"schema": EXPORT_SCHEMA, "run": name, "step": step, **record}
 
 
+# Characters a terminal or an editor may act on rather than show, written as \\uXXXX escapes (the same JSON value):
+# DEL and the C1 controls (C0 ones json.dumps escapes itself), the line and paragraph separators, and the bidirectional
+# formatting characters that can make text read otherwise than it is.
+_ESCAPED = {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), 0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                                 *range(0x2066, 0x206A))}
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """One record as a line of JSON: UTF-8 text kept as it is, every control or formatting character escaped."""
+    return json.dumps(record, ensure_ascii=False, sort_keys=False).translate(_ESCAPED) + "\n"
+
+
 def write_jsonl(records: Iterator[dict[str, Any]], handle: Any) -> int:
-    """Write records one JSON object a line to a text handle; return how many."""
+    """Write records one JSON object a line (json_line) to a text handle; return how many."""
     count = 0
     for record in records:
-        handle.write(json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n")
+        handle.write(json_line(record))
         count += 1
     return count
 
@@ -83,7 +98,7 @@ def export_schema() -> dict[str, Any]:
 # the records ---------------------------------------------------------------------
 def _task_record(run: RunRecords) -> dict[str, Any]:
     manifest = run.manifest
-    initial = _program(run.root / "initial_program")
+    initial = _program(run, "initial_program")
     return {
         "kind": "task", "benchmark": run.benchmark, "agent": manifest.get("agent"),
         "budget": manifest.get("budget") if isinstance(manifest.get("budget"), dict) else None,
@@ -95,9 +110,12 @@ def _task_record(run: RunRecords) -> dict[str, Any]:
 def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str, Any]]:
     admitted = {e.get("id"): e for e in run.events if e.get("type") == "submission_admitted"}
     receipts = _receipts(run)
-    previous = _program(run.root / "initial_program")
+    previous = _program(run, "initial_program")
+    programs: dict[str, Program | None] = {}  # each stored Program read once, however many Submissions name it
     for record in (s for s in run.submissions if s.error is None):
-        program = _program(run.program_dir(record.program_digest))
+        if record.program_digest not in programs:
+            programs[record.program_digest] = _program(run, safe_read.digest_path(record.program_digest))
+        program = programs[record.program_digest]
         if form is ProgramForm.DIFF and previous is not None and program is not None:
             shown = _diff_form(previous, program)
         elif program is not None:
@@ -108,7 +126,7 @@ def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str
             previous = program
         event = admitted.get(record.id, {})
         yield {
-            "_time": float(event.get("time") or 0.0), "kind": "submission", "submission_id": record.id, "number": record.number,
+            "_time": _time(event.get("time")), "kind": "submission", "submission_id": record.id, "number": record.number,
             "time": event.get("time"), "selector": record.selector, "indices": list(record.indices), "program": shown,
             "receipt": receipts.get(record.id) or _receipt(record, None), "feedback": record.feedback,
         }
@@ -143,16 +161,19 @@ def _receipt(record: SubmissionRecord, budget: dict[str, Any] | None) -> dict[st
 
 
 def _exchange_records(run: RunRecords) -> Iterator[dict[str, Any]]:
-    for attempt, path in relay_files(run.root):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    """Each exchange the relay recorded, read a line at a time (safe_read.stream_lines). Raises RecordError when a
+    relay file is a link or not a regular file."""
+    spent = [0]  # MAX_RELAY_BYTES bounds every relay file of the Run together
+    for attempt, relative in relay_files(run.root):
+        for line in safe_read.stream_lines(run.root, relative, max_bytes=safe_read.MAX_RELAY_BYTES - spent[0], spent=spent):
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue  # a torn last line
             if not isinstance(entry, dict):
                 continue
             yield {
-                "kind": "model_exchange", "attempt": attempt, "seq": entry.get("seq"), "time": float(entry.get("time") or 0.0),
+                "kind": "model_exchange", "attempt": attempt, "seq": entry.get("seq"), "time": _time(entry.get("time")),
                 "method": entry.get("method"), "path": entry.get("path"), "status": entry.get("status"),
                 "refused": entry.get("refused"), "error": entry.get("error"), "seconds": entry.get("seconds"), "tokens": entry.get("tokens"),
                 "request": entry.get("request", ""), "response": entry.get("response", ""),
@@ -182,10 +203,21 @@ def _outcome_record(run: RunRecords) -> dict[str, Any]:
             "final": final, "validation": validation, "assessment": assessment}
 
 
-# Programs -------------------------------------------------------------------------
-def _program(directory: Path) -> Program | None:
+def _time(value: Any) -> float:
+    """A recorded Unix time as a finite float (0.0 for anything else: the records are not trusted to hold one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
     try:
-        return capture_program(directory) if directory.is_dir() else None
+        number = float(value)
+    except OverflowError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+# Programs -------------------------------------------------------------------------
+def _program(run: RunRecords, relative: str) -> Program | None:
+    try:
+        return stored_program(run.root, relative)
     except ProgramError:
         return None
 
@@ -202,24 +234,11 @@ def _file(path: str, data: bytes) -> dict[str, Any]:
 
 
 def _diff_form(before: Program, after: Program) -> dict[str, Any]:
-    """after as a unified diff against before; files that are not UTF-8 text are given whole when they changed."""
-    old = {f.path: f.data for f in before.files}
-    new = {f.path: f.data for f in after.files}
-    chunks: list[str] = []
-    binary: list[dict[str, Any]] = []
-    for path in sorted(old.keys() | new.keys()):
-        a, b = old.get(path), new.get(path)
-        if a == b:
-            continue
-        try:
-            a_text, b_text = (a or b"").decode("utf-8"), (b or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            if b is not None:
-                binary.append(_file(path, b))
-            continue
-        chunks.extend(difflib.unified_diff(
-            a_text.splitlines(keepends=True), b_text.splitlines(keepends=True),
-            fromfile="/dev/null" if a is None else f"a/{path}", tofile="/dev/null" if b is None else f"b/{path}",
-        ))
-    return {"digest": after.digest, "form": "diff", "base_digest": before.digest, "diff": "".join(chunks),
-            "removed": sorted(old.keys() - new.keys()), "binary_files": binary}
+    """after as a unified diff against before, within reports.diffs' bound: text files past it are listed in
+    "summarised" with their line counts instead; files that are not UTF-8 text are given whole when they changed."""
+    changes = program_changes(before, after)
+    return {"digest": after.digest, "form": "diff", "base_digest": before.digest,
+            "diff": "".join(line for change in changes for line in change.diff),
+            "removed": sorted(c.path for c in changes if c.after is None),
+            "binary_files": [_file(c.path, c.after) for c in changes if not c.text and c.after is not None],
+            "summarised": [c.summary() for c in changes if c.summarised]}

@@ -1,7 +1,8 @@
 """The Run report as one self-contained HTML page: the plots inline as base64 PNG, no script, nothing fetched.
 
 The page's Content-Security-Policy allows images from data: URLs and inline style only, so a browser
-opening it requests nothing from any network.
+opening it requests nothing from any network; `base-uri` and `form-action` are 'none' too (they do not
+fall back to default-src), so no text from the records can redirect a relative URL or a form.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from orchestrator.reports.diagnostics import RunDiagnostics, SubmissionPoint
 from orchestrator.reports.plots import FIGURE_PX, Plot
 from orchestrator.reports.run_records import RunRecords
 
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 _STYLE = """
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1000px; }
 table { border-collapse: collapse; margin: 8px 0 24px; }

@@ -3,11 +3,17 @@
 Every plot is FIGURE_PX pixels (width, height) whatever its data, so a page can lay them out with
 fixed sizes; a plot without data says so in its frame. matplotlib's object API is used (Figure,
 not pyplot), so no global state or backend is touched.
+
+The records are not trusted to be drawable: every text taken from them (Submission ids, the metric's
+name, failure codes) has its `$` escaped, so matplotlib never parses it as mathtext; every number is
+drawn within +-PLOTTABLE (a score near 1e308 would overflow matplotlib's scales), and a plot that still
+cannot be drawn becomes a frame saying so rather than the end of the report.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -30,12 +36,35 @@ class Plot:
     png: bytes
 
 
+PLOTTABLE = 1e100  # numbers are drawn within +-PLOTTABLE; matplotlib's scales overflow near the largest floats
+
+
 def run_plots(diagnostics: RunDiagnostics) -> list[Plot]:
     """Every plot of the report, in page order."""
-    return [
-        _scores(diagnostics), _budget(diagnostics), _candidates(diagnostics),
-        _failures(diagnostics), _changes(diagnostics), _gains(diagnostics),
-    ]
+    return [_drawn(make, diagnostics) for make in (_scores, _budget, _candidates, _failures, _changes, _gains)]
+
+
+def _drawn(make, d: RunDiagnostics) -> Plot:
+    """make(d), or, when matplotlib cannot draw what the records hold, a frame that says so under the same name."""
+    try:
+        return make(d)
+    except (ValueError, ArithmeticError, RuntimeError) as exc:  # numpy's LinAlgError is a ValueError
+        name = make.__name__.strip("_")
+        figure, axes = _figure()
+        _empty(axes, _text(f"cannot be drawn from these records ({type(exc).__name__})"))
+        return Plot(name=name, title=name, caption=f"the records hold values this plot cannot draw: {exc}"[:300], png=_png(figure))
+
+
+def _text(value: object) -> str:
+    """Text from the records as matplotlib must show it: literally, never as mathtext."""
+    return str(value).replace("$", r"\$")
+
+
+def _v(value: float | None) -> float | None:
+    """A number as drawn: None for none or NaN, else within +-PLOTTABLE."""
+    if value is None or math.isnan(value):
+        return None
+    return max(-PLOTTABLE, min(PLOTTABLE, value))
 
 
 def _figure() -> tuple[Figure, object]:
@@ -57,21 +86,21 @@ def _empty(axes, message: str) -> None:
 
 
 def _labels(d: RunDiagnostics) -> list[str]:
-    return [p.id for p in d.submissions]
+    return [_text(p.id) for p in d.submissions]
 
 
 def _scores(d: RunDiagnostics) -> Plot:
     figure, axes = _figure()
-    points = [p for p in d.submissions if p.score is not None]
+    points = [p for p in d.submissions if _v(p.score) is not None]
     if points:
         spent = [p.episodes_spent for p in points]
-        axes.plot(spent, [p.score for p in points], "o", color=_COLOURS[0], label="Submission score")
-        axes.step([0, *spent], [points[0].best_so_far, *[p.best_so_far for p in points]], where="pre", color=_COLOURS[1],
+        axes.plot(spent, [_v(p.score) for p in points], "o", color=_COLOURS[0], label="Submission score")
+        axes.step([0, *spent], [_v(points[0].best_so_far), *[_v(p.best_so_far) for p in points]], where="pre", color=_COLOURS[1],
                   label="best so far")
         if d.budget_episodes:
             axes.axvline(d.budget_episodes, color="#999999", linestyle=":", label="budget")
         axes.set_xlabel("Episodes spent")
-        axes.set_ylabel(d.primary_metric)
+        axes.set_ylabel(_text(d.primary_metric))
         axes.legend(loc="best")
         axes.grid(alpha=0.3)
     else:
@@ -107,16 +136,16 @@ def _candidates(d: RunDiagnostics) -> Plot:
     if d.candidates:
         width = 0.27
         positions = range(len(d.candidates))
-        series = (("train", [c.train_score for c in d.candidates]), ("Validation", [c.validation_score for c in d.candidates]),
-                  ("Assessment", [c.assessment_score for c in d.candidates]))
+        series = (("train", [_v(c.train_score) for c in d.candidates]), ("Validation", [_v(c.validation_score) for c in d.candidates]),
+                  ("Assessment", [_v(c.assessment_score) for c in d.candidates]))
         for offset, (label, values) in enumerate(series):
             xs = [x + (offset - 1) * width for x, v in zip(positions, values, strict=True) if v is not None]
             ys = [v for v in values if v is not None]
             if ys:
                 axes.bar(xs, ys, width=width, color=_COLOURS[offset], label=label)
-        axes.set_xticks(list(positions), [c.submission_id + (" (selected)" if c.selected else "") for c in d.candidates])
+        axes.set_xticks(list(positions), [_text(c.submission_id) + (" (selected)" if c.selected else "") for c in d.candidates])
         axes.axhline(0, color="#333333", linewidth=0.6)
-        axes.set_ylabel(d.primary_metric)
+        axes.set_ylabel(_text(d.primary_metric))
         axes.legend(loc="best")
     else:
         _empty(axes, "no Validation candidates")
@@ -136,7 +165,7 @@ def _failures(d: RunDiagnostics) -> Plot:
         bottom = completed
         for i, code in enumerate(codes):
             counts = [p.failure_codes.get(code, 0) for p in d.submissions]
-            axes.bar(labels, counts, bottom=bottom, color=_COLOURS[(i + 3) % len(_COLOURS)], label=code)
+            axes.bar(labels, counts, bottom=bottom, color=_COLOURS[(i + 3) % len(_COLOURS)], label=_text(code))
             bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
         axes.set_ylabel("Episodes")
         axes.legend(loc="best")
@@ -153,7 +182,7 @@ def _changes(d: RunDiagnostics) -> Plot:
     figure, axes = _figure()
     known = [p for p in d.submissions if p.change is not None]
     if known:
-        labels = [p.id for p in known]
+        labels = [_text(p.id) for p in known]
         axes.bar(labels, [p.change.lines_added for p in known], color=_COLOURS[2], label="lines added")
         axes.bar(labels, [-p.change.lines_removed for p in known], color=_COLOURS[3], label="lines removed")
         for x, p in enumerate(known):
@@ -172,10 +201,10 @@ def _changes(d: RunDiagnostics) -> Plot:
 
 def _gains(d: RunDiagnostics) -> Plot:
     figure, axes = _figure()
-    points = [p for p in d.submissions if p.gain is not None]
+    points = [p for p in d.submissions if _v(p.gain) is not None]
     if points:
-        axes.bar([p.id for p in points], [p.gain for p in points], color=_COLOURS[4])
-        axes.set_ylabel(f"gain in {d.primary_metric}")
+        axes.bar([_text(p.id) for p in points], [_v(p.gain) for p in points], color=_COLOURS[4])
+        axes.set_ylabel(_text(f"gain in {d.primary_metric}"))
         axes.axhline(0, color="#333333", linewidth=0.6)
         axes.tick_params(axis="x", labelrotation=45 if len(points) > 8 else 0)
     else:

@@ -16,10 +16,12 @@ from typing import Any
 
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.ports import EpisodeSandbox, PlannedEpisode
-from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.kernel.program import Program, ProgramError
 from orchestrator.kernel.seeds import keyed_seed
+from orchestrator.records import safe_read
 from orchestrator.records.feedback import feedback_json
-from orchestrator.reports.run_records import RunRecords
+from orchestrator.records.schema import RecordError
+from orchestrator.reports.run_records import RunRecords, stored_program
 
 EPISODE_FIELDS = ("index", "split", "status", "failure", "steps", "reward", "terminated", "truncated", "summary")
 ASSESSMENT, VALIDATION = "assessment", "validation"
@@ -120,16 +122,16 @@ def _replay_submission(run: RunRecords, submission_id: str, sandbox: EpisodeSand
     record_name = f"submissions/{submission_id}/record.json"
     differences += compare_feedback(record.feedback, replayed, record=record_name)
     compared = [record_name]
-    published = run.published_feedback_path(submission_id)
-    if published.is_file():
-        name = str(published.relative_to(run.root))
-        compared.append(name)
+    published = run.published_feedback(submission_id)
+    if safe_read.kind(run.root, published) is not None:
+        compared.append(published)
         try:
-            document = json.loads(published.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            differences.append(Difference(where="the file", recorded=f"unreadable ({exc})", replayed="readable Feedback", record=name))
+            document = safe_read.read_record(run.root, published)
+        except RecordError as exc:
+            differences.append(Difference(where="the file", recorded=f"unreadable ({exc.reason})", replayed="readable Feedback",
+                                          record=published))
         else:
-            differences += compare_feedback(document, replayed, record=name)
+            differences += compare_feedback(document, replayed, record=published)
     return ReplayReport(target=submission_id, split="train", programs=(record.program_digest,), episodes=len(record.indices),
                         compared=tuple(compared), differences=tuple(differences))
 
@@ -206,10 +208,9 @@ def _value_differences(a: Any, b: Any, path: str) -> list[tuple[str, Any, Any]]:
 
 def _pool_differences(run: RunRecords, pool: list[PlannedEpisode], indices: tuple[int, ...]) -> list[Difference]:
     """The pool indices whose plan differs from the Run's copy in private/pool.json (the hidden values are not shown)."""
-    path = run.root / "private" / "pool.json"
     try:
-        kept = {int(e["index"]): e for e in json.loads(path.read_text())}
-    except (OSError, ValueError, KeyError, TypeError):
+        kept = {int(e["index"]): e for e in json.loads(safe_read.read_bytes(run.root, "private/pool.json", safe_read.MAX_RECORD_BYTES))}
+    except (RecordError, ValueError, KeyError, TypeError, RecursionError):
         return [Difference(where="the pool", recorded="unreadable", replayed=f"{len(pool)} Episodes planned", record="private/pool.json")]
     differences = []
     for i in sorted(set(indices)):
@@ -226,16 +227,16 @@ def _digest_differences(program: Program, digest: str) -> list[Difference]:
 
 
 def _stored_program(run: RunRecords, digest: str) -> Program:
-    directory = run.program_dir(digest)
+    """The stored Program with digest; a digest that is not one never becomes a path. Raises ReplayError."""
     try:
-        return capture_program(directory)
+        return run.program(digest)
     except ProgramError as exc:
-        raise ReplayError(f"{directory}: the stored Program cannot be read: {exc.message}") from None
+        raise ReplayError(f"{run.root}: the stored Program {str(digest)[:80]!r} cannot be read: {exc.message}") from None
 
 
 def _initial_program(run: RunRecords) -> Program:
     try:
-        return capture_program(run.root / "initial_program")
+        return stored_program(run.root, "initial_program")
     except ProgramError as exc:
         raise ReplayError(f"{run.root}/initial_program: {exc.message}") from None
 

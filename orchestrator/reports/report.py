@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.records import safe_read
 from orchestrator.reports.diagnostics import diagnose
 from orchestrator.reports.html import render_html
 from orchestrator.reports.plots import FIGURE_PX, run_plots
@@ -22,13 +23,16 @@ def report_json(run_dir: Path) -> dict[str, Any]:
 def write_html_report(run_dir: Path, output: Path) -> dict[str, Any]:
     """Write the HTML report of the Run in run_dir to output; return its JSON document with the plots listed.
 
-    Raises records.schema.RecordError (no readable run.json) and OSError (output not writable).
+    Raises records.schema.RecordError (no readable run.json; output is a link, not a regular file or a hard link) and
+    OSError (output not writable).
     """
     run = load_run(run_dir)
     diagnostics = diagnose(run)
     plots = run_plots(diagnostics)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render_html(run, diagnostics, plots), encoding="utf-8")
+    page = render_html(run, diagnostics, plots).encode("utf-8")
+    with safe_read.open_for_writing(output.parent, output.name, append=False) as handle:  # never through a link left there
+        handle.write(page)
     width, height = FIGURE_PX
     return {"schema": REPORT_SCHEMA, "run_dir": str(run_dir), "problems": list(run.problems), **diagnostics.to_json(),
             "html": str(output), "plots": [{"name": p.name, "title": p.title, "width": width, "height": height} for p in plots]}

@@ -6,6 +6,8 @@ wires the engine, the catalogue and the Run's own settings together.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,7 +15,8 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.sandbox import SandboxTuning
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.catalogue import discover, resolve_benchmark
-from orchestrator.reports.replay import ReplayReport, check_target, episode_count, replay
+from orchestrator.records import safe_read
+from orchestrator.reports.replay import ReplayError, ReplayReport, check_target, episode_count, replay
 from orchestrator.reports.run_records import load_run
 from orchestrator.run.driver import sandbox_limits
 from orchestrator.run.seed_key import reopen_seed_key
@@ -28,7 +31,8 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     """Replay each target of the Run in run_dir in one sandbox, under the Run's limits, seed key and (when the engine
     still has it) environment image.
 
-    Returns a report per target and the images used. Raises records.schema.RecordError, run.spec.SpecError,
+    Returns a report per target and the images used. Raises records.schema.RecordError (also for a spec.yaml that is a
+    link, not a regular file or larger than safe_read.MAX_TEXT_BYTES), run.spec.SpecError,
     run.seed_key.SeedKeyError, reports.replay.ReplayError, images.catalogue.CatalogueError (bad input) and
     kernel.codes.InfrastructureError.
     """
@@ -36,7 +40,9 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     for target in targets:
         check_target(run, target)
     episodes = sum(episode_count(run, target) for target in targets)
+    safe_read.read_bytes(run_dir, "spec.yaml", safe_read.MAX_TEXT_BYTES)  # a regular file of the run directory, not a link
     spec, _ = load_spec(run_dir / "spec.yaml")
+    _regular_key_file(run.manifest)
     key = reopen_seed_key(run.manifest, run_dir).key
     _, _, entry = resolve_benchmark(run.benchmark, discover(environments))
     images = run.manifest.get("images") if isinstance(run.manifest.get("images"), dict) else {}
@@ -52,3 +58,17 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
         reports = [replay(run, target, sandbox, key) for target in targets]
         used = sandbox.images.environment
     return reports, {"environment": used, "recorded_environment": recorded or None, "same_image": used == recorded}
+
+
+def _regular_key_file(manifest: dict[str, Any]) -> None:
+    """Raise ReplayError unless the seed key file run.json names is missing (reopen_seed_key says so) or a regular
+    file: run.json may come from someone else, and a FIFO or a device there would block or feed the reader."""
+    named = manifest.get("seed_key_file")
+    if not isinstance(named, str) or not named:
+        return
+    try:
+        mode = os.stat(named).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise ReplayError(f"{named}: the seed key file run.json names is not a regular file")

@@ -1,25 +1,26 @@
 """One run directory read back for reports, exports and replays: what the Run recorded, tolerant of partial records.
 
-Reads through `records.run_dir.RunDirectory` and `records.schema.read_record`; a Submission whose
-record.json is unreadable or partial is kept as a row with its error rather than ending the reader.
+Reads through `records.run_dir.RunDirectory` and `records.safe_read` (no link below the run directory followed, no
+FIFO opened, every read bounded, digests checked before they name a directory); a Submission whose record.json is
+unreadable, partial or a link is kept as a row with its error rather than ending the reader.
 Nothing here reads `private/`: callers that need the hidden plans (replay) plan them again with the Host's key.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import math
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.kernel.program import SAFE_DIR_FLAGS, SAFE_FILE_FLAGS
-from orchestrator.records import schema
+from orchestrator.kernel.program import Program, ProgramError, ProgramErrorCode, capture_program_at
+from orchestrator.records import safe_read, schema
 from orchestrator.records.run_dir import RunDirectory
 
 MAX_TASK_BYTES = 1024 * 1024
+MAX_SUBMISSION_RECORDS_BYTES = 1 << 30  # every submissions/*/record.json of one Run together
 _PUBLIC_SPEC = re.compile(r"^## Public spec\s*\n+```json\n(.*?)\n```", re.S | re.M)
 _RELAY_FILE = re.compile(r"^exchanges\.(\d+)\.jsonl$")
 
@@ -44,8 +45,15 @@ class SubmissionRecord:
 
     @property
     def score(self) -> float | None:
+        """Its score; None when the record holds none, or no finite number (a record is not trusted to hold one)."""
         score = self.feedback.get("score")
-        return float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+        if not isinstance(score, (int, float)) or isinstance(score, bool):
+            return None
+        try:
+            value = float(score)
+        except OverflowError:
+            return None
+        return value if math.isfinite(value) else None
 
     @property
     def episodes(self) -> list[dict[str, Any]]:
@@ -96,64 +104,82 @@ class RunRecords:
     def submission(self, submission_id: str) -> SubmissionRecord | None:
         return next((s for s in self.submissions if s.id == submission_id), None)
 
-    def program_dir(self, digest: str) -> Path:
-        """The content-addressed store's directory of the Program with digest."""
-        return self.root / "programs" / digest.removeprefix("sha256:")
+    def program(self, digest: str) -> Program:
+        """The stored Program with digest (programs/<hex>), read without following a link. Raises ProgramError (also for
+        a digest that is not one: it never becomes a path)."""
+        if not safe_read.is_digest(digest):
+            raise ProgramError(ProgramErrorCode.INVALID_NAME, f"{str(digest)[:80]!r} is not a Program digest")
+        return stored_program(self.root, safe_read.digest_path(digest))
 
-    def published_feedback_path(self, submission_id: str) -> Path:
-        return RunDirectory(self.root).published_feedback(submission_id) / "feedback.json"
+    def published_feedback(self, submission_id: str) -> str:
+        """Where the Submission's published Feedback lies, relative to the run directory."""
+        return f"workspace/feedback/{submission_id}/feedback.json"
 
 
 def load_run(root: Path) -> RunRecords:
     """Read the run directory root. Raises schema.RecordError when run.json is missing or unreadable.
 
-    Other records that are missing or unreadable are left out and listed in problems.
+    Other records that are missing or unreadable are left out and listed in problems. Every file is read as
+    `records.safe_read` reads: no link below root is followed, no FIFO is opened, every read is bounded.
     """
     directory = RunDirectory(root)
     manifest = directory.read_manifest()
     if not manifest:
         raise schema.RecordError(directory.manifest_path, "missing (not a run directory)")
     problems: list[str] = []
-    task, task_path = _task_of(directory)
+    task, task_path, task_problem = _task_of(root)
     if not task:
-        problems.append(f"{task_path}: missing")
+        problems.append(f"{task_path}: {task_problem}")
+    try:
+        events = tuple(directory.events())
+    except schema.RecordError as exc:
+        events = ()
+        problems.append(str(exc))
+    try:
+        names = [n for n in safe_read.names(root, "submissions") if not n.startswith(".")]
+    except schema.RecordError as exc:
+        names = []
+        problems.append(str(exc))
+    budget = [MAX_SUBMISSION_RECORDS_BYTES]
+    submissions = [record for name in names if (record := _read_submission(root, name, budget)) is not None]
     return RunRecords(
         root=root,
         manifest=manifest,
-        events=tuple(directory.events()),
-        submissions=tuple(sorted((_read_submission(p) for p in (root / "submissions").glob("*/record.json")), key=lambda s: s.order)),
+        events=events,
+        submissions=tuple(sorted(submissions, key=lambda s: s.order)),
         task=task,
         public_spec=public_spec_of(task),
-        validation=_optional_record(root / "validation.json", schema.VALIDATION, problems, manifest, "validation"),
-        assessment=_optional_record(root / "assessment.json", schema.ASSESSMENT, problems, manifest, "assessment"),
+        validation=_optional_record(root, "validation.json", schema.VALIDATION, problems, manifest, "validation"),
+        assessment=_optional_record(root, "assessment.json", schema.ASSESSMENT, problems, manifest, "assessment"),
         problems=tuple(problems),
     )
 
 
-def _task_of(directory: RunDirectory) -> tuple[str, Path]:
+def stored_program(root: Path, relative: str) -> Program:
+    """The Program in root/relative (a directory of the run directory root), reached without following a link below
+    root and captured as `kernel.program.capture_program_at` does. Raises ProgramError."""
+    try:
+        with safe_read.directory(root, relative) as fd:
+            return capture_program_at(fd)
+    except schema.RecordError as exc:
+        code = {"missing": ProgramErrorCode.NOT_FOUND, "a symbolic link (not followed)": ProgramErrorCode.SYMLINK}.get(
+            exc.reason, ProgramErrorCode.NOT_A_DIRECTORY)
+        raise ProgramError(code, str(exc)) from None
+
+
+def _task_of(root: Path) -> tuple[str, Path, str]:
     """The instructions the Host gave the agent: its own copy (task.md), else, for a run directory older than that
-    copy, the workspace's TASK.md, which the agent could change: read without following a link, as a regular file
-    of at most MAX_TASK_BYTES, or not at all."""
-    if directory.task.is_file():
-        return directory.task.read_text(errors="replace"), directory.task
-    fallback = directory.workspace / "TASK.md"
-    try:
-        parent = os.open(directory.workspace, SAFE_DIR_FLAGS)
-    except OSError:
-        return "", fallback
-    try:
-        fd = os.open("TASK.md", SAFE_FILE_FLAGS, dir_fd=parent)
-    except OSError:
-        return "", fallback
-    finally:
-        os.close(parent)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "", fallback
-        data = os.read(fd, MAX_TASK_BYTES)
-    finally:
-        os.close(fd)
-    return data.decode(errors="replace"), fallback
+    copy, the workspace's TASK.md, which the agent could change; each read as a regular file of at most
+    MAX_TASK_BYTES, never through a link. Returns the text ("" when neither is readable), the file and why not."""
+    reason = "missing"
+    for relative in ("task.md", "workspace/TASK.md"):
+        try:
+            return safe_read.read_text(root, relative, MAX_TASK_BYTES), root / relative, ""
+        except schema.RecordError as exc:
+            if relative == "task.md" and exc.reason == "missing":
+                continue
+            return "", exc.path, exc.reason
+    return "", root / "workspace" / "TASK.md", reason
 
 
 def public_spec_of(task: str) -> dict[str, Any]:
@@ -168,41 +194,54 @@ def public_spec_of(task: str) -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def relay_files(root: Path) -> list[tuple[int, Path]]:
-    """The relay's exchange records (relay/exchanges.N.jsonl), by agent attempt N."""
-    folder = root / "relay"
-    found = [(int(m.group(1)), path) for path in folder.iterdir() if (m := _RELAY_FILE.match(path.name))] if folder.is_dir() else []
+def relay_files(root: Path) -> list[tuple[int, str]]:
+    """The relay's exchange records (relay/exchanges.N.jsonl, relative to root), by agent attempt N. Raises
+    schema.RecordError when relay/ is a link or not a directory."""
+    found = [(int(m.group(1)), f"relay/{name}") for name in safe_read.names(root, "relay") if (m := _RELAY_FILE.match(name))]
     return sorted(found)
 
 
-def _read_submission(path: Path) -> SubmissionRecord:
-    submission_id = path.parent.name
+def _read_submission(root: Path, name: str, budget: list[int]) -> SubmissionRecord | None:
+    """submissions/<name>/record.json; None when that directory holds no record (yet). budget[0] is what the Run's
+    Submission records may still read in all; the record's bytes are taken from it."""
+    relative = f"submissions/{name}/record.json"
     try:
-        record = schema.read_record(path, schema.SUBMISSION)
+        if budget[0] <= 0:
+            raise schema.RecordError(root / relative, f"not read: the Submission records before it hold {MAX_SUBMISSION_RECORDS_BYTES} bytes")
+        data = safe_read.read_bytes(root, relative, min(safe_read.MAX_RECORD_BYTES, budget[0]))
+        budget[0] -= len(data)
+        record = schema.parse_record(root / relative, data, schema.SUBMISSION)
         feedback = record["feedback"]
         indices = record["indices"]
         if not isinstance(feedback, dict) or not isinstance(indices, list):
             raise TypeError("feedback must be an object and indices a list")
+        digest = record.get("program_digest", "")
+        if record.get("id", name) != name:
+            raise ValueError(f"id {str(record.get('id'))[:80]!r} in the directory of {name}")
+        if not safe_read.is_digest(digest):
+            raise ValueError(f"program_digest {str(digest)[:80]!r} is not a Program digest")
         return SubmissionRecord(
-            id=str(record.get("id", submission_id)), number=int(record.get("number") or 0), selector=str(record.get("selector", "")),
-            indices=tuple(int(i) for i in indices), program_digest=str(record.get("program_digest", "")), feedback=feedback,
+            id=name, number=int(record.get("number") or 0), selector=str(record.get("selector", "")),
+            indices=tuple(int(i) for i in indices), program_digest=digest, feedback=feedback,
         )
     except schema.RecordError as exc:
-        return SubmissionRecord(id=submission_id, error=exc.reason)
+        if exc.reason == "missing" and safe_read.kind(root, f"submissions/{name}") == "dir":
+            return None
+        return SubmissionRecord(id=name, error=exc.reason)
     except KeyError as exc:
-        return SubmissionRecord(id=submission_id, error=f"partial record: no {exc.args[0]!r}")
-    except (TypeError, ValueError) as exc:
-        return SubmissionRecord(id=submission_id, error=f"malformed record: {exc}")
+        return SubmissionRecord(id=name, error=f"partial record: no {exc.args[0]!r}")
+    except (TypeError, ValueError, OverflowError) as exc:
+        return SubmissionRecord(id=name, error=f"malformed record: {exc}")
 
 
-def _optional_record(path: Path, kind: str, problems: list[str], manifest: dict[str, Any], field_name: str) -> dict[str, Any] | None:
-    """The record at path; None without a note when the Run never reached it."""
-    if not path.exists():
-        if manifest.get("phase") == "done" and manifest.get(field_name) is not None:
-            problems.append(f"{path}: missing")
-        return None
+def _optional_record(root: Path, name: str, kind: str, problems: list[str], manifest: dict[str, Any],
+                     field_name: str) -> dict[str, Any] | None:
+    """The record root/name; None without a note when the Run never reached it."""
     try:
-        return schema.read_record(path, kind)
+        return safe_read.read_record(root, name, kind)
     except schema.RecordError as exc:
-        problems.append(str(exc))
+        if exc.reason != "missing":
+            problems.append(str(exc))
+        elif manifest.get("phase") == "done" and manifest.get(field_name) is not None:
+            problems.append(f"{exc.path}: missing")
         return None

@@ -10,6 +10,12 @@ Layout (relative to the suite directory):
     suite-events.jsonl  append-only, fsynced: each invocation of a Run and how it ended (not events.jsonl:
                         `runs list` takes a directory holding one for a run directory)
     lock                locked (flock) by the one process running the suite
+
+A suite directory may come from someone else: suite.json's paths are checked (every Run's run_dir is
+runs/NAME and its spec specs/NAME.yaml, NAME a plain name, no two alike), everything is read as
+`records.safe_read` reads (no link below the suite directory followed, no FIFO opened, every read
+bounded), and the logs and the lock are opened without following a link or writing through a second
+name of a file elsewhere.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
 from orchestrator.records.provenance import utc_now
@@ -29,6 +37,7 @@ from orchestrator.suite.spec import PlannedRun, spec_yaml
 
 SUITE = "epg.suite/1"  # suite.json
 SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class SuiteBusy(Exception):
@@ -75,16 +84,30 @@ class SuiteDirectory:
                                         "runs": [run.to_json() for run in plan]}, mode=PUBLIC_FILE)
 
     def read_manifest(self) -> dict[str, Any]:
-        """suite.json. Raises RecordError when it is missing, corrupt or of another schema."""
-        manifest = record_schema.read_record(self.manifest_path, SUITE)
+        """suite.json. Raises RecordError when it is missing, corrupt, of another schema, or plans a Run whose paths are
+        not runs/NAME and specs/NAME.yaml for a plain NAME, or two Runs with one name."""
+        manifest = safe_read.read_record(self.root, "suite.json", SUITE)
         runs = manifest.get("runs")
         if not isinstance(runs, list) or not all(isinstance(r, dict) and {"name", "run_dir", "spec"} <= set(r) for r in runs):
             raise record_schema.RecordError(self.manifest_path, "runs: not a list of planned Runs")
+        seen: set[str] = set()
+        for number, run in enumerate(runs):
+            name = run["name"]
+            if not isinstance(name, str) or not _RUN_NAME.match(name):
+                raise record_schema.RecordError(self.manifest_path, f"runs.{number}.name: {str(name)[:80]!r} is not a plain name")
+            if (run["run_dir"], run["spec"]) != (f"runs/{name}", f"specs/{name}.yaml"):
+                raise record_schema.RecordError(self.manifest_path, f"runs.{number}: its run_dir and spec must be runs/{name} and "
+                                                                    f"specs/{name}.yaml")
+            if name.lower() in seen:
+                raise record_schema.RecordError(self.manifest_path, f"runs.{number}.name: {name} is planned twice")
+            seen.add(name.lower())
         return manifest
 
     def lock(self) -> BinaryIO:
-        """Lock the suite for this process (released when the file closes or the process dies). Raises SuiteBusy."""
-        handle = open(self.root / "lock", "ab")
+        """Lock the suite for this process (released when the file closes or the process dies).
+
+        Raises SuiteBusy, and RecordError when the lock file is a link or not a plain file."""
+        handle = safe_read.open_for_writing(self.root, "lock", append=True)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -95,7 +118,7 @@ class SuiteDirectory:
     def append_event(self, kind: str, **fields: Any) -> None:
         """Append one event durably (write, fsync)."""
         line = json.dumps({"schema": SUITE_EVENT, "type": kind, "time": round(time.time(), 3), **fields}, sort_keys=True) + "\n"
-        fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             os.write(fd, line.encode())
             os.fsync(fd)
@@ -103,20 +126,44 @@ class SuiteDirectory:
             os.close(fd)
 
     def events(self) -> list[dict[str, Any]]:
-        """The logged events in order; a torn last line is skipped."""
-        if not self.events_path.exists():
-            return []
+        """The logged events in order; a torn last line is skipped. Raises RecordError (a link, not a file, too large)."""
+        try:
+            lines = safe_read.json_lines(self.root, "suite-events.jsonl")
+        except record_schema.RecordError as exc:
+            if exc.reason == "missing":
+                return []
+            raise
         found = []
-        for line in self.events_path.read_text().splitlines():
+        for line in lines:
             try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
+                event = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
                 continue
+            if isinstance(event, dict):
+                found.append(event)
         return found
+
+    def open_log(self, name: str, suffix: str, *, append: bool) -> BinaryIO:
+        """logs/NAME+suffix opened to append or from empty, never through a link or a hard link. Raises RecordError."""
+        return safe_read.open_for_writing(self.root, f"logs/{name}{suffix}", append=append)
+
+    def read_log(self, name: str, suffix: str) -> bytes:
+        """logs/NAME+suffix, at most safe_read.MAX_OUTPUT_BYTES. Raises RecordError."""
+        return safe_read.read_bytes(self.root, f"logs/{name}{suffix}", safe_read.MAX_OUTPUT_BYTES)
+
+    def run_problem(self, run: dict[str, Any]) -> str | None:
+        """Why the Run's run directory cannot be used (runs/NAME is a link or not a directory), or None."""
+        found = safe_read.kind(self.root, run["run_dir"])
+        if found in (None, "dir"):
+            return None
+        return f"{run['run_dir']}: " + ("a symbolic link (not followed)" if found == "link" else "not a directory")
 
 
 def run_phase(run_dir: Path) -> str:
-    """Where a Run of the suite stands: "pending" (never started), "done", or its phase ("agent", ...; "unreadable")."""
+    """Where a Run of the suite stands: "pending" (never started), "done", or its phase ("agent", ...; "unreadable",
+    also when run_dir is a link)."""
+    if run_dir.is_symlink():
+        return "unreadable"
     records = RunDirectory(run_dir)
     if not records.events_path.exists():
         return "pending"

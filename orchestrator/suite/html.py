@@ -1,4 +1,9 @@
-"""The suite report as one self-contained HTML page: tables and matplotlib plots inlined as base64 PNG (no network)."""
+"""The suite report as one self-contained HTML page: tables and matplotlib plots inlined as base64 PNG (no network).
+
+Its Content-Security-Policy (the same as the run page's) allows images from data: URLs and inline style only:
+no script, no request, no base URL or form target, whatever text the run directories hold. Text from the records
+given to matplotlib has its `$` escaped (never parsed as mathtext).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import io
 from matplotlib.figure import Figure
 
 from orchestrator.suite.report import SuiteReport
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
@@ -24,7 +31,8 @@ img { display: block; margin: 1em 0; }
 def render_suite_html(report: SuiteReport) -> str:
     """Return the page: standings, per-family standings, the held-out table, two plots, the Runs. No I/O."""
     title = f"Suite {report.name}"
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><meta http-equiv='Content-Security-Policy' content='{_e(CSP)}'>"
+             f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>"]
     if not report.complete:
         pending = sum(1 for run in report.runs if run.problems)
@@ -50,6 +58,11 @@ def render_suite_html(report: SuiteReport) -> str:
 
 def _e(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def _m(text: str) -> str:
+    """Text for matplotlib, shown literally (never as mathtext)."""
+    return text.replace("$", r"\$")
 
 
 def _number(value: float | None) -> str:
@@ -93,7 +106,7 @@ def _rank_score_plot(report: SuiteReport) -> Figure:
     rows = list(reversed(report.overall))
     figure = Figure(figsize=(7, 0.5 + 0.45 * max(1, len(rows))), layout="constrained")
     axes = figure.add_subplot()
-    axes.barh([s.agent for s in rows], [s.rank_score for s in rows], color="#4a7ab0")
+    axes.barh([_m(s.agent) for s in rows], [s.rank_score for s in rows], color="#4a7ab0")
     for y, s in enumerate(rows):
         axes.text(s.rank_score + 0.01, y, f"{s.rank_score:.4f}", va="center", fontsize=9)
     axes.set_xlim(0, 1.12)
@@ -108,8 +121,8 @@ def _placing_plot(report: SuiteReport) -> Figure:
     figure = Figure(figsize=(1.5 + 1.1 * len(agents), 1.0 + 0.4 * len(benchmarks)), layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    axes.set_xticks(range(len(agents)), agents, rotation=30, ha="right")
-    axes.set_yticks(range(len(benchmarks)), benchmarks)
+    axes.set_xticks(range(len(agents)), [_m(a) for a in agents], rotation=30, ha="right")
+    axes.set_yticks(range(len(benchmarks)), [_m(b) for b in benchmarks])
     for row, benchmark in enumerate(benchmarks):
         for column, agent in enumerate(agents):
             rank = report.cell(benchmark, agent).rank

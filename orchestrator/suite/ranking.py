@@ -5,7 +5,8 @@ the metric's direction respected; tied entries share the best of their ranks
 (1 + the number of entries strictly better). An entry scores (N - rank) / (N - 1)
 for N entries (1 when it is the only one), and its aggregate is the mean over
 Benchmarks. An entry without a score (its Run assessed nothing or has not
-ended) ranks below every scored entry. Wins count first ranks, top-2 ranks of
+ended), or whose score is not a finite number (NaN, an infinity), ranks below
+every scored entry, whatever the direction. Wins count first ranks, top-2 ranks of
 at most 2; both include ties.
 
 >>> standings([BenchmarkScores(benchmark="b", family="f", maximize=True, scores={"x": 1.0, "y": 2.0})]).overall[0].agent
@@ -14,6 +15,7 @@ at most 2; both include ties.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,15 +59,16 @@ class Standings:
 
 
 def ranks(scores: Mapping[str, float | None], maximize: bool) -> dict[str, int]:
-    """Each entry's rank: 1 + the entries strictly better; every entry without a score after all scored ones."""
-    scored = [value for value in scores.values() if value is not None]
+    """Each entry's rank: 1 + the entries strictly better; every entry without a finite score after all scored ones."""
+    finite = {agent: value for agent, value in scores.items() if value is not None and math.isfinite(value)}
+    scored = list(finite.values())
 
     def better(a: float, b: float) -> bool:
         return a > b if maximize else a < b
 
     return {
-        agent: len(scored) + 1 if value is None else 1 + sum(1 for other in scored if better(other, value))
-        for agent, value in scores.items()
+        agent: 1 + sum(1 for other in scored if better(other, finite[agent])) if agent in finite else len(scored) + 1
+        for agent in scores
     }
 
 

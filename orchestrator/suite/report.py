@@ -9,18 +9,22 @@ with their spread; a repeat without a score is counted as missing.
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.suite.directory import SuiteDirectory
 from orchestrator.suite.ranking import BenchmarkScores, Placing, Standing, standings
 
 REPORT = "epg.suite_report/1"
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +42,7 @@ class RunRow:
     score: float | None
     direction: str | None
     problems: tuple[str, ...]
+    unscored: str | None = None  # why a recorded held-out score was not taken (not a finite number)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,8 +112,13 @@ def _standing_json(standing: Standing, position: int) -> dict[str, Any]:
 def read_run(directory: SuiteDirectory, planned: dict[str, Any]) -> RunRow:
     """The Run's row: phase, held-out score and direction from run.json, and what its run directory lacks."""
     records = RunDirectory(directory.run_dir(planned))
+    repeat = planned.get("repeat")
     base = {"name": planned["name"], "benchmark": str(planned.get("benchmark")), "family": str(planned.get("family")),
-            "agent": str(planned.get("agent")), "repeat": int(planned.get("repeat") or 0), "run_dir": planned["run_dir"]}
+            "agent": str(planned.get("agent")), "repeat": repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 0,
+            "run_dir": planned["run_dir"]}
+    problem = directory.run_problem(planned)
+    if problem is not None:
+        return RunRow(**base, phase="unreadable", terminal_reason=None, score=None, direction=None, problems=(problem,))
     if not records.events_path.exists():
         return RunRow(**base, phase="pending", terminal_reason=None, score=None, direction=None, problems=("not started",))
     try:
@@ -119,9 +129,21 @@ def read_run(directory: SuiteDirectory, planned: dict[str, Any]) -> RunRow:
     score = assessment.get("score")
     metric = manifest.get("metric") if isinstance(manifest.get("metric"), dict) else {}
     direction = metric.get("direction") if metric.get("direction") in ("maximize", "minimize") else None
-    return RunRow(**base, phase=str(manifest.get("phase") or "agent"), terminal_reason=manifest.get("terminal_reason"),
-                  score=float(score) if isinstance(score, (int, float)) else None, direction=direction,
-                  problems=tuple(missing_records(records, manifest)))
+    reason = manifest.get("terminal_reason")
+    return RunRow(**base, phase=str(manifest.get("phase") or "agent"), terminal_reason=None if reason is None else str(reason),
+                  score=_finite(score), direction=direction, problems=tuple(missing_records(records, manifest)),
+                  unscored=f"held-out score {score!r} is not a finite number" if _finite(score) is None and score is not None else None)
+
+
+def _finite(value: Any) -> float | None:
+    """value as a finite float; None for anything else (NaN, infinities, a bool, a string, an integer past floats)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def missing_records(records: RunDirectory, manifest: dict[str, Any]) -> list[str]:
@@ -129,14 +151,23 @@ def missing_records(records: RunDirectory, manifest: dict[str, Any]) -> list[str
     if manifest.get("phase") != "done":
         return [f"not done (phase {manifest.get('phase') or 'agent'})"]
     problems = []
-    events = list(records.events())
+    try:
+        events = list(records.events())
+    except record_schema.RecordError as exc:
+        return [str(exc)]
     wanted = ["spec.yaml", "initial_program", "validation.json"]
-    if manifest.get("final"):
+    final = manifest.get("final")
+    if final:
         wanted.append("assessment.json")
-        digest = str(manifest["final"].get("program_digest", "")).removeprefix("sha256:")
-        wanted.append(f"programs/{digest}")
-    wanted += [f"submissions/{e.get('id')}/record.json" for e in events if e.get("type") == "submission_completed"]
-    problems += [f"{name} is missing" for name in wanted if not (records.root / name).exists()]
+        digest = final.get("program_digest") if isinstance(final, dict) else None
+        if safe_read.is_digest(digest):
+            wanted.append(safe_read.digest_path(digest))
+        else:
+            problems.append(f"run.json: final.program_digest {str(digest)[:80]!r} is not a Program digest")
+    completed = [str(e.get("id")) for e in events if e.get("type") == "submission_completed"]
+    problems += [f"events.jsonl: Submission id {i[:80]!r} is not a plain name" for i in completed if not _PLAIN.match(i)]
+    wanted += [f"submissions/{i}/record.json" for i in completed if _PLAIN.match(i)]
+    problems += [f"{name} is missing" for name in wanted if safe_read.kind(records.root, name) is None]
     if not any(e.get("type") == "validation_done" for e in events):
         problems.append("events.jsonl has no validation_done")
     return problems
@@ -149,7 +180,7 @@ def build_report(suite_dir: Path) -> SuiteReport:
     rows = tuple(read_run(directory, planned) for planned in manifest["runs"])
     benchmarks = list(dict.fromkeys(row.benchmark for row in rows))
     agents = tuple(dict.fromkeys(row.agent for row in rows))
-    notes: list[str] = []
+    notes: list[str] = [f"{row.name}: {row.unscored}; ranked as no score" for row in rows if row.unscored]
     benchmark_rows, entries, collected = [], [], {}
     for benchmark in benchmarks:
         mine = [row for row in rows if row.benchmark == benchmark]

@@ -25,8 +25,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, BinaryIO, Callable
 
+from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.suite.directory import SuiteDirectory, run_phase
@@ -82,7 +83,7 @@ class _Going:
     run: dict[str, Any]
     process: subprocess.Popen
     started: float
-    logs: list[TextIO] = field(default_factory=list)
+    logs: list[BinaryIO] = field(default_factory=list)
 
 
 def run_command(directory: SuiteDirectory, run: dict[str, Any], options: RunnerOptions) -> list[str]:
@@ -108,6 +109,7 @@ class SuiteRunner:
         self._options = options
         self._notify = notify
         self._going: dict[str, _Going] = {}
+        self._refused: list[RunOutcome] = []  # Runs not started: their paths in the suite directory were unsafe
         self._stopping: int | None = None
 
     def execute(self) -> list[RunOutcome]:
@@ -128,6 +130,8 @@ class SuiteRunner:
             while (waiting and self._stopping is None) or self._going:
                 while waiting and self._stopping is None and len(self._going) < self._options.runs_at_once:
                     self._start(waiting.pop(0))
+                outcomes += self._refused
+                self._refused.clear()
                 for name in [name for name, going in self._going.items() if going.process.poll() is not None]:
                     outcomes.append(self._ended(self._going.pop(name)))
                 self._notify("progress", {"runs": [self._progress(going.run) for going in self._going.values()]})
@@ -146,10 +150,27 @@ class SuiteRunner:
         directory, name = self._directory, run["name"]
         argv = run_command(directory, run, self._options)
         resumed = argv[1] == "--resume"
-        log = open(directory.log(name, ".log"), "a")
-        log.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} epg-orchestrate {' '.join(argv)}\n")
+        problem = directory.run_problem(run)
+        if problem is None and not resumed and safe_read.kind(directory.root, run["spec"]) != "file":
+            problem = f"{run['spec']}: missing, a link or not a regular file"
+        try:
+            if problem is not None:
+                raise record_schema.RecordError(directory.run_dir(run), problem)
+            log = directory.open_log(name, ".log", append=True)
+            try:
+                output = directory.open_log(name, ".json", append=False)
+            except BaseException:
+                log.close()
+                raise
+        except record_schema.RecordError as exc:
+            # Not started: its suite directory was tampered with. The others go on.
+            self._refused.append(RunOutcome(name=name, exit_code=1, phase="unreadable", terminal_reason=None, score=None,
+                                            seconds=0.0, error=str(exc)))
+            directory.append_event("run_refused", run=name, error=str(exc))
+            self._notify("ended", {"outcome": self._refused[-1]})
+            return
+        log.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} epg-orchestrate {' '.join(argv)}\n".encode())
         log.flush()
-        output = open(directory.log(name, ".json"), "w")
         # Its own session: a Ctrl-C at the terminal reaches the runner alone, which stops each Run once.
         process = subprocess.Popen(
             [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv],
@@ -172,7 +193,10 @@ class SuiteRunner:
 
     def _progress(self, run: dict[str, Any]) -> RunProgress:
         records = RunDirectory(self._directory.run_dir(run))
-        events = list(records.events())
+        try:
+            events = list(records.events())
+        except record_schema.RecordError:
+            return RunProgress(name=run["name"], phase="unreadable", submissions=0, episodes=0)
         completed = [e for e in events if e.get("type") == "submission_completed"]
         admitted = {e.get("id"): len(e.get("indices") or ()) for e in events if e.get("type") == "submission_admitted"}
         return RunProgress(name=run["name"], phase=run_phase(records.root), submissions=len(completed),
@@ -199,11 +223,11 @@ def _outcome(directory: SuiteDirectory, run: dict[str, Any], code: int, seconds:
     """What the ended invocation left: its error line (from its --json output) or its run.json."""
     error = None
     try:
-        printed = json.loads(directory.log(run["name"], ".json").read_text() or "{}")
+        printed = json.loads(directory.read_log(run["name"], ".json") or b"{}")
         if isinstance(printed, dict) and isinstance(printed.get("error"), dict):
-            error = str(printed["error"].get("message"))
-    except (OSError, json.JSONDecodeError):
-        pass  # killed before it printed: the exit status says enough
+            error = str(printed["error"].get("message"))[:2000]
+    except (record_schema.RecordError, ValueError, RecursionError):
+        pass  # killed before it printed (or the log was tampered with): the exit status says enough
     if error is None and code != 0:
         error = f"exit status {code} (see {directory.log(run['name'], '.log')})"
     try:

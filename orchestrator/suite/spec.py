@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -86,12 +88,17 @@ class SuiteSpecError(Exception):
         self.problems = problems
 
 
-def load_suite(path: Path) -> tuple[SuiteSpec, str]:
-    """Return the validated suite and its text as given. Raises SuiteSpecError."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SuiteSpecError(path, [f"cannot read: {exc.strerror}"]) from exc
+MAX_SUITE_BYTES = 1 << 20
+
+
+def load_suite(path: Path, text: str | None = None) -> tuple[SuiteSpec, str]:
+    """Return the validated suite and its text as given (text: the file's text, already read from path). Raises
+    SuiteSpecError.
+
+    The file is read as a regular file of at most MAX_SUITE_BYTES, opened without blocking (a FIFO is refused).
+    """
+    if text is None:
+        text = _read_suite_file(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -102,6 +109,25 @@ def load_suite(path: Path) -> tuple[SuiteSpec, str]:
         return SuiteSpec.model_validate(data), text
     except ValidationError as exc:
         raise SuiteSpecError(path, [_problem(error) for error in exc.errors()]) from exc
+
+
+def _read_suite_file(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise SuiteSpecError(path, [f"cannot read: {exc.strerror}"]) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SuiteSpecError(path, ["cannot read: not a regular file"])
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_SUITE_BYTES + 1)
+    except OSError as exc:
+        raise SuiteSpecError(path, [f"cannot read: {exc.strerror}"]) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SUITE_BYTES:
+        raise SuiteSpecError(path, [f"cannot read: larger than {MAX_SUITE_BYTES} bytes"])
+    return data.decode("utf-8", errors="replace")
 
 
 def _problem(error: dict) -> str:
@@ -182,11 +208,36 @@ def plan_suite(suite: SuiteSpec, suite_dir: Path, packages: list[EnvironmentPack
         resolved.append((benchmark_id, family_of(benchmark_id, package.image)))
     if problems:
         raise SuiteSpecError(suite_dir, problems)
+    problems = name_collisions([benchmark for benchmark, _ in resolved], [agent.name for agent in suite.agents], suite.repeats)
+    if problems:
+        raise SuiteSpecError(suite_dir, problems)
     return [
         PlannedRun(name=run_name(benchmark, entry.name, repeat), benchmark=benchmark, family=family, agent=entry.name,
                    repeat=repeat, spec=_run_spec(suite, entry, benchmark, repeat, suite_dir))
         for benchmark, family in resolved for entry in suite.agents for repeat in range(suite.repeats)
     ]
+
+
+def name_collisions(benchmarks: list[str], agents: list[str], repeats: int) -> list[str]:
+    """A "field.path: reason" line for each Run whose directory name (run_name) another Run of the suite already has,
+    compared without case (a case-insensitive file system would give them one directory too).
+
+    The line names the field of the later of the two (benchmarks.N or agents.N.name), and both Runs.
+    """
+    seen: dict[str, tuple[int, int, int]] = {}
+    problems: dict[str, str] = {}  # one line per field
+    for b, benchmark in enumerate(benchmarks):
+        for a, agent in enumerate(agents):
+            for repeat in range(repeats):
+                name = run_name(benchmark, agent, repeat)
+                earlier = seen.setdefault(name.lower(), (b, a, repeat))
+                if earlier == (b, a, repeat):
+                    continue
+                other = f"{benchmarks[earlier[0]]} with agent {agents[earlier[1]]}, repeat {earlier[2]}"
+                where = f"benchmarks.{b}" if b != earlier[0] else f"agents.{a}.name"
+                problems.setdefault(where, f"{where}: {benchmark} with agent {agent}, repeat {repeat} would share the run directory "
+                                f"runs/{name} with {other}; rename one of them")
+    return list(problems.values())
 
 
 def _run_spec(suite: SuiteSpec, entry: SuiteAgent, benchmark: str, repeat: int, suite_dir: Path) -> RunSpec:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+import random
+import shutil
+import time
+import unicodedata
+from pathlib import Path
 
 import jsonschema
 import pytest
 from support.fake_runs import POOL_SEEDS, FakeRun, FakeSubmission, make_run
 
-from orchestrator.reports.export import ProgramForm, export_records, export_schema, find_runs
+from orchestrator.kernel.program import capture_program
+from orchestrator.reports.export import ProgramForm, export_records, export_schema, find_runs, write_jsonl
 
 EXCHANGE = {"seq": 1, "time": 101.5, "method": "POST", "path": "/v1/responses", "status": 200, "refused": None, "tokens": 12,
             "request": '{"input": "read TASK.md"}', "response": "data: {}\n\n"}
@@ -80,3 +87,60 @@ def test_a_directory_of_runs_is_found_run_by_run(tmp_path):
     found = [p.relative_to(tmp_path / "suite").as_posix() for p in find_runs(tmp_path / "suite")]
     assert found == ["acrobot/random-1", "cartpole/hill-climb-1", "cartpole/random-1"]
     assert find_runs(tmp_path / "suite" / "acrobot" / "random-1") == [tmp_path / "suite" / "acrobot" / "random-1"]
+
+
+def large_programs_run(root: Path, lines: int = 50_000) -> Path:
+    """A Run of two Submissions whose Programs hold a data file of `lines` lines, the second with every third line
+    changed: values that repeat often, but not often enough for difflib's junk heuristic (its quadratic case)."""
+    make_run(root, FakeRun(submissions=TWO))
+    rng = random.Random(0)
+    data = [f"{rng.randrange(lines // 99)}\n" for _ in range(lines)]
+    for number in (1, 2):
+        record_path = root / "submissions" / f"s{number:04d}" / "record.json"
+        record = json.loads(record_path.read_text())
+        staging = root / "programs" / "staging"
+        shutil.copytree(root / "programs" / record["program_digest"].removeprefix("sha256:"), staging)
+        if number == 2:
+            data = [f"{rng.randrange(lines // 99)}\n" if i % 3 == 0 else line for i, line in enumerate(data)]
+        (staging / "data.csv").write_text("".join(data))
+        digest = capture_program(staging).digest
+        if not (root / "programs" / digest.removeprefix("sha256:")).exists():
+            staging.rename(root / "programs" / digest.removeprefix("sha256:"))
+        else:
+            shutil.rmtree(staging)
+        record_path.write_text(json.dumps({**record, "program_digest": digest, "feedback": {**record["feedback"], "program_digest": digest}}))
+    return root
+
+
+def test_a_diff_of_two_50000_line_programs_is_summarised_in_bounded_time(tmp_path, validator):
+    root = large_programs_run(tmp_path / "run")
+    started = time.monotonic()
+    records = list(export_records(root, name="run", program_form=ProgramForm.DIFF))
+    seconds = time.monotonic() - started
+    assert seconds < 10, f"{seconds:.1f} s"  # a complexity bound, loose for a loaded machine; bench/diff_bound.py measures it
+    first, second = (r["program"] for r in records if r["kind"] == "submission")
+    assert [s["path"] for s in first["summarised"]] == ["data.csv"] and "+++ b/policy.py" in first["diff"]
+    (summary,) = second["summarised"]
+    assert (summary["lines_before"], summary["lines_after"]) == (50_000, 50_000)
+    assert 0 < summary["lines_added"] == summary["lines_removed"] <= 50_000 // 3 + 1
+    assert "data.csv" not in second["diff"] and "-        return 1\n+        return 2\n" in second["diff"]
+    for record in records:
+        validator.validate(record)
+
+
+def test_small_programs_are_still_diffed_whole_with_nothing_summarised(tmp_path):
+    root = large_programs_run(tmp_path / "run", lines=300)
+    second = [r["program"] for r in export_records(root, name="run", program_form=ProgramForm.DIFF) if r["kind"] == "submission"][1]
+    assert second["summarised"] == [] and "--- a/data.csv\n+++ b/data.csv\n" in second["diff"]
+
+
+def test_control_and_formatting_characters_are_escaped_in_the_export_and_read_back_unchanged(tmp_path):
+    hostile = "a\x1b[2J b\x9b31m c\x85 d\u202egnp.exe e\u2028f\x7f"
+    root = make_run(tmp_path / "run", FakeRun(submissions=TWO, relay=[{**EXCHANGE, "response": hostile}]))
+    handle = io.StringIO()
+    write_jsonl(export_records(root, name="run"), handle)
+    text = handle.getvalue()
+    assert [c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c != "\n"] == []
+    assert "\\u009b31m" in text and "\\u202e" in text and "\\u001b[2J" in text
+    (exchange,) = [json.loads(line) for line in text.splitlines() if '"model_exchange"' in line]
+    assert exchange["response"] == hostile

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
+import time
 
 import pytest
 from PIL import Image, ImageStat
 from support.fake_runs import FakeRun, FakeSubmission, make_run
+from test_export_records import large_programs_run
 
 from orchestrator.records.schema import RecordError
 from orchestrator.reports.diagnostics import diagnose
@@ -116,4 +119,50 @@ def test_a_workspace_task_that_is_a_link_is_not_followed(tmp_path):
     (root / "workspace" / "TASK.md").symlink_to(secret)
     run = load_run(root)
     assert "HOST SECRET" not in run.task and run.task == ""
-    assert any("TASK.md: missing" in problem for problem in run.problems)
+    assert any("TASK.md: a symbolic link (not followed)" in problem for problem in run.problems)
+
+
+def test_a_report_of_two_50000_line_programs_counts_the_large_file_in_bounded_time(tmp_path):
+    root = large_programs_run(tmp_path / "run")
+    started = time.monotonic()
+    document = write_html_report(root, tmp_path / "report.html")
+    seconds = time.monotonic() - started
+    assert seconds < 10, f"{seconds:.1f} s"  # a complexity bound, loose for a loaded machine; bench/diff_bound.py measures it
+    first, second = (p["change"] for p in document["submissions"])
+    assert first["summarised"] == ["data.csv"] and (first["lines_added"], first["lines_removed"]) == (50_000 + 1, 1)  # + policy.py
+    assert second["summarised"] == ["data.csv"] and second["changed"] == ["data.csv", "policy.py"]
+    assert 0 < second["lines_removed"] == second["lines_added"] <= 50_000 // 3 + 2
+
+
+def hostile_run(tmp_path, rewards: list[float], metric: str = "mean_return"):
+    root = make_run(tmp_path / "run", FakeRun(submissions=[FakeSubmission(action=i + 1, indices=[i], rewards=[r]) for i, r in enumerate(rewards)],
+                                              candidates=[0, 1]))
+    task = (root / "workspace" / "TASK.md").read_text()
+    (root / "workspace" / "TASK.md").write_text(task.replace('"primary_metric": "mean_return"', f'"primary_metric": {json.dumps(metric)}'))
+    return root
+
+
+@pytest.mark.parametrize("metric", ["$\\frac{x$", "$\\undefinedcommand$"])
+def test_a_metric_name_that_matplotlib_would_read_as_mathtext_is_drawn_as_text(tmp_path, metric):
+    root = hostile_run(tmp_path, [1.0, 2.0], metric)
+    document = write_html_report(root, tmp_path / "report.html")
+    assert document["primary_metric"] == metric
+    assert [p["name"] for p in document["plots"]] == ["scores", "budget", "candidates", "failures", "changes", "gains"]
+    assert "cannot be drawn" not in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize("rewards", [[1e308, 1.7e308], [1.7976931348623157e308, -1.7976931348623157e308]])
+def test_scores_near_the_largest_float_are_reported_and_drawn(tmp_path, rewards):
+    root = hostile_run(tmp_path, rewards)
+    document = write_html_report(root, tmp_path / "report.html")
+    assert [p["score"] for p in document["submissions"]] == rewards
+    json.loads(json.dumps(document, allow_nan=False))  # an overflowed sum is null, never Infinity
+    assert "cannot be drawn" not in (tmp_path / "report.html").read_text()
+
+
+def test_the_page_forbids_a_base_url_and_form_targets(tmp_path):
+    write_html_report(make_run(tmp_path / "run", FakeRun(submissions=THREE)), tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    (policy,) = re.findall(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    directives = {d.split()[0]: d.split()[1:] for d in html.unescape(policy).split("; ")}
+    assert directives["base-uri"] == ["'none'"] and directives["form-action"] == ["'none'"] and directives["default-src"] == ["'none'"]

@@ -66,3 +66,18 @@ def test_suite_report_prints_the_standings_and_writes_the_page(tmp_path: Path):
     assert (tmp_path / "page.html").read_text().startswith("<!DOCTYPE html>")
     document = json.loads(invoke("suite", "report", str(tmp_path / "suite"), "--json").stdout)
     assert [s["agent"] for s in document["standings"]] == ["hc", "rnd"]
+
+
+def test_suite_report_prints_names_from_the_records_as_text(tmp_path: Path):
+    plan = plan_suite(SuiteSpec.model_validate(SUITE), tmp_path, discover())
+    SuiteDirectory(tmp_path / "suite").create("name: mini\n", "mini", tmp_path, plan)
+    fill(tmp_path / "suite", ALL)
+    manifest = json.loads((tmp_path / "suite" / "suite.json").read_text())
+    manifest["name"] = "[/]\x1b]0;owned\x07"
+    for run in manifest["runs"]:
+        run["agent"] = run["agent"].replace("hc", "[/][red]hc\x9b2J")
+    (tmp_path / "suite" / "suite.json").write_text(json.dumps(manifest))
+    result = invoke("suite", "report", str(tmp_path / "suite"))
+    assert result.exit_code == 0, result.output
+    assert "Suite [/]\\x1b]0;owned\\x07: aggregate rank score" in result.stdout and "[/][red]hc\\x9b2J" in result.stdout
+    assert "\x1b" not in result.stdout and "\x9b" not in result.stdout

@@ -85,3 +85,11 @@ def test_a_single_entry_scores_one_and_equal_rank_scores_keep_the_agents_order()
     assert standings([alone]).overall[0].rank_score == 1.0
     tie = BenchmarkScores(benchmark="x", family="f", maximize=True, scores={"b": 1.0, "a": 1.0})
     assert [s.agent for s in standings([tie]).overall] == ["b", "a"]
+
+
+@pytest.mark.parametrize("maximize", [True, False])
+@pytest.mark.parametrize("odd", [float("nan"), float("inf"), float("-inf")])
+def test_a_score_that_is_not_a_finite_number_ranks_last_whatever_the_direction(maximize, odd):
+    assert ranks({"odd": odd, "low": 1.0, "high": 2.0}, maximize=maximize) == {"odd": 3, "low": 2 if maximize else 1, "high": 1 if maximize else 2}
+    entry = BenchmarkScores(benchmark="x", family="f", maximize=maximize, scores={"odd": odd, "other": -1e9})
+    assert [(s.agent, s.rank_score, s.wins) for s in standings([entry]).overall] == [("other", 1.0, 1), ("odd", 0.0, 0)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import struct
@@ -20,9 +21,12 @@ SUITE = {"name": "mini", "benchmarks": ["cartpole", "MountainCarContinuous-v0"],
          "agents": [{"name": "hc", "agent": {"kind": "hill-climb"}}, {"name": "rnd", "agent": {"kind": "random"}}]}
 
 
+DIGEST = "sha256:" + "ab" * 32
+
+
 def finished_run(run_dir: Path, score: float | None, direction: str = "maximize") -> None:
     """A run directory as a finished Run leaves it (what the report reads of it)."""
-    for name in ("initial_program", "programs/abc", "submissions/s0001"):
+    for name in ("initial_program", f"programs/{DIGEST.removeprefix('sha256:')}", "submissions/s0001"):
         (run_dir / name).mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text("benchmark: x\n")
     (run_dir / "validation.json").write_text("{}")
@@ -30,7 +34,7 @@ def finished_run(run_dir: Path, score: float | None, direction: str = "maximize"
     events = [{"type": "created"}, {"type": "submission_completed", "id": "s0001"}, {"type": "validation_done"}]
     (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     manifest = {"schema": "epg.run/1", "phase": "done", "terminal_reason": "finished", "metric": {"name": "mean_return", "direction": direction},
-                "final": {"submission_id": "s0001", "program_digest": "sha256:abc"} if score is not None else None,
+                "final": {"submission_id": "s0001", "program_digest": DIGEST} if score is not None else None,
                 "assessment": {"score": score} if score is not None else None}
     if score is not None:
         (run_dir / "assessment.json").write_text("{}")
@@ -124,3 +128,30 @@ def test_names_are_escaped_in_the_html_page(suite_dir):
     report = build_report(suite_dir)
     hostile = type(report)(**{**{f: getattr(report, f) for f in report.__dataclass_fields__}, "name": "<script>alert(1)</script>"})
     assert "<script>" not in render_suite_html(hostile)
+
+
+def test_a_held_out_score_that_is_not_finite_ranks_last_with_a_note(suite_dir):
+    fill(suite_dir, {**ALL, "cartpole-v1--rnd--r0": float("nan"), "cartpole-v1--rnd--r1": float("nan"),
+                     "cartpole-v1--hc--r0": -1.0, "cartpole-v1--hc--r1": -1.0})
+    report = build_report(suite_dir)
+    assert (report.cell("CartPole-v1", "rnd").rank, report.cell("CartPole-v1", "hc").rank) == (2, 1)
+    assert report.cell("CartPole-v1", "rnd").mean is None
+    assert "cartpole-v1--rnd--r0: held-out score nan is not a finite number; ranked as no score" in report.notes
+
+
+def test_the_suite_page_carries_a_content_security_policy(suite_dir):
+    fill(suite_dir, ALL)
+    page = render_suite_html(build_report(suite_dir))
+    (policy,) = re.findall(r"<meta http-equiv='Content-Security-Policy' content='([^']*)'>", page)
+    directives = {d.split()[0]: d.split()[1:] for d in html.unescape(policy).split("; ")}
+    assert directives == {"default-src": ["'none'"], "img-src": ["data:"], "style-src": ["'unsafe-inline'"], "base-uri": ["'none'"],
+                          "form-action": ["'none'"]}
+
+
+def test_agent_and_benchmark_names_given_to_the_plots_are_not_read_as_mathtext(suite_dir):
+    fill(suite_dir, ALL)
+    manifest = json.loads((suite_dir / "suite.json").read_text())
+    for run in manifest["runs"]:
+        run["agent"] = run["agent"].replace("hc", "$\\frac{x$")
+    (suite_dir / "suite.json").write_text(json.dumps(manifest))
+    assert "$\\frac{x$" in render_suite_html(build_report(suite_dir))

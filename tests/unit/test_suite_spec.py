@@ -13,7 +13,15 @@ from orchestrator.run.spec import RandomAgent, RunSpec
 from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.presets import CORE16
 from orchestrator.suite.runner import RunnerOptions, run_command
-from orchestrator.suite.spec import SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems, spec_yaml
+from orchestrator.suite.spec import (
+    SuiteSpec,
+    SuiteSpecError,
+    load_suite,
+    name_collisions,
+    plan_suite,
+    socket_path_problems,
+    spec_yaml,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "tests" / "environments"
@@ -130,3 +138,17 @@ def test_one_process_at_a_time_runs_a_suite(tmp_path):
         SuiteDirectory(tmp_path / "suite").lock()
     held.close()
     directory.lock().close()
+
+
+def test_runs_that_would_share_a_directory_are_refused_when_the_suite_is_planned(tmp_path):
+    assert name_collisions(["Foo_Bar-v0", "foo-bar-v0"], ["a"], 1) == [
+        "benchmarks.1: foo-bar-v0 with agent a, repeat 0 would share the run directory runs/foo-bar-v0--a--r0 "
+        "with Foo_Bar-v0 with agent a, repeat 0; rename one of them"]
+    assert [p.split(":")[0] for p in name_collisions(["b", "b--x"], ["x--y", "y"], 2)] == ["benchmarks.1"]
+    assert name_collisions(["CartPole-v1", "Acrobot-v1"], ["hc", "rnd"], 3) == []
+    suite = SuiteSpec.model_validate({**MINIMAL, "agents": [{"name": "Hc", "agent": {"kind": "hill-climb"}},
+                                                            {"name": "hc", "agent": {"kind": "random"}}]})
+    with pytest.raises(SuiteSpecError) as caught:
+        plan_suite(suite, tmp_path, discover())
+    assert [p.split(":")[0] for p in caught.value.problems] == ["agents.1.name"]
+    assert "runs/cartpole-v1--hc--r0" in caught.value.problems[0]
