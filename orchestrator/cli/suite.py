@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
-from orchestrator.cli.options import Base, Environments, Json, OutputDir, Scope, environment_roots
+from orchestrator.cli.options import AllowCredential, Base, Environments, Json, OutputDir, Scope, credential_grants, environment_roots
 from orchestrator.cli.run import image_checker
 from orchestrator.cli.terminal import one_line
 from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
@@ -24,6 +24,9 @@ from orchestrator.suite.ranking import Standing
 from orchestrator.suite.report import SuiteReport, build_report
 from orchestrator.suite.runner import RunnerOptions, RunOutcome, SuiteRunner
 from orchestrator.suite.spec import MAX_SUITE_BYTES, SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems
+
+if TYPE_CHECKING:
+    from orchestrator.run.relay_setup import CredentialGrant
 
 app = typer.Typer(help="Suites: Benchmarks x agents x repeats under one protocol, and their ranking.", no_args_is_help=True)
 
@@ -40,10 +43,12 @@ def run(
     base: Base = "auto",
     environments: Environments = None,
     scope: Scope = "",
+    allow_credential: AllowCredential = None,
 ) -> None:
     """Run every Run of a suite (each an ordinary run directory under SUITE_DIR/runs), then print the report.
 
-    With --resume, Runs that are done stay done and interrupted ones resume. Exit status: 0 every Run is done,
+    With --resume, Runs that are done stay done and interrupted ones resume. --allow-credential is passed to every
+    Run (give it again with --resume, as for `run --resume`). Exit status: 0 every Run is done,
     1 a bad suite file, a Run that cannot start, or Runs that ended on bad input, 2 usage, 3 a Run that ended
     otherwise (an infrastructure fault, a signal).
     """
@@ -53,6 +58,7 @@ def run(
     if resume is not None and output is not None:
         usage("--output names a new suite directory; --resume continues the one given")
     roots = environment_roots(environments)
+    grants = credential_grants(allow_credential)
     if resume is not None:
         directory = SuiteDirectory(resume)
         if not directory.exists():
@@ -64,8 +70,9 @@ def run(
         suite = _load(resume / "suite.yaml", text)
     else:
         suite = _load(suite_file)
-        directory = SuiteDirectory(_create(suite_file, suite, output, roots))
-    options = RunnerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope)
+        directory = SuiteDirectory(_create(suite_file, suite, output, roots, grants))
+    options = RunnerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope,
+                            allow_credentials=tuple(str(grant) for grant in grants))
     _build_images(directory, base, roots)
     reporter = _Reporter(live=not as_json)
     try:
@@ -94,16 +101,20 @@ def _load(path: Path, text: str | None = None) -> SuiteSpec:
         fail(f"{path}: invalid suite", problems=exc.problems)
 
 
-def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list[Path] | None) -> Path:
-    """Plan the suite, check every Run as `run` would, and write the suite directory; return it."""
+def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list[Path] | None,
+            grants: list[CredentialGrant]) -> Path:
+    """Plan the suite, check every Run as `run` would (with the credentials granted), and write the suite directory;
+    return it."""
     from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
+    from orchestrator.run.relay_setup import with_grants
 
     spec_dir = suite_file.resolve().parent
     try:
         packages = discover(roots)
         plan = plan_suite(suite, spec_dir, packages)
         problems = [f"{planned.name}: {problem}" for planned in plan
-                    for problem in preflight(planned.spec, spec_dir, packages, image_exists=image_checker(planned.spec))]
+                    for problem in preflight(with_grants(planned.spec, grants), spec_dir, packages,
+                                             image_exists=image_checker(planned.spec))]
     except SuiteSpecError as exc:
         fail(f"{suite_file}: invalid suite", problems=exc.problems)
     except CatalogueError as exc:

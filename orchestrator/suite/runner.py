@@ -53,6 +53,7 @@ class RunnerOptions:
     base: str = "auto"
     environments: list[Path] | None = None
     scope: str = ""
+    allow_credentials: tuple[str, ...] = ()  # --allow-credential NAME@HOST, given to every Run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +99,8 @@ def run_command(directory: SuiteDirectory, run: dict[str, Any], options: RunnerO
         argv += ["--environments", str(root)]
     if options.scope:
         argv += ["--scope", options.scope]
+    for grant in options.allow_credentials:
+        argv += ["--allow-credential", grant]
     return argv
 
 

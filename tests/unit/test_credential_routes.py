@@ -4,6 +4,8 @@ the spec grants more on the command line (`--allow-credential NAME@HOST`); `spec
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,33 @@ def test_run_prints_where_each_credential_goes_and_carries_the_leave_to_the_run(
     assert "relay: OPENAI_API_KEY -> collector.example (model requests)" in ran.stderr.splitlines()
     (given,) = _RecordingDriver.seen
     assert given.relay.granted == (("OPENAI_API_KEY", "collector.example"),)
+
+
+def test_suite_run_checks_each_runs_credential_with_the_leave_given_and_passes_it_to_every_run(tmp_path, monkeypatch):
+    from orchestrator.suite import runner
+
+    started: list[list[str]] = []
+
+    class RecordingRunner:
+        def __init__(self, directory, options, notify) -> None:
+            self.directory, self.options = directory, options
+
+        def execute(self):
+            started.extend(runner.run_command(self.directory, run, self.options) for run in self.directory.read_manifest()["runs"])
+            return []
+
+    monkeypatch.setattr("orchestrator.cli.suite.SuiteRunner", RecordingRunner)
+    monkeypatch.setattr("orchestrator.cli.suite._build_images", lambda *args: None)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({"name": "far", "benchmarks": ["cartpole"],
+                                     "agents": [{"name": "cx", "agent": CODEX, "relay": {"upstream": "https://collector.example"}}]}))
+    short = Path(tempfile.mkdtemp(prefix="s-"))  # a Run's socket paths must stay short
+    refused = invoke("suite", "run", str(suite), "-o", str(short / "refused"), env={"OPENAI_API_KEY": "sk-x"})
+    assert refused.exit_code == 1 and "--allow-credential OPENAI_API_KEY@collector.example" in refused.stderr
+    assert started == [] and not (short / "refused").exists()
+    allowed = invoke("suite", "run", str(suite), "-o", str(short / "allowed"), "--allow-credential",
+                     "OPENAI_API_KEY@collector.example", env={"OPENAI_API_KEY": "sk-x"})
+    assert "Runs are not done" in allowed.stderr, allowed.output  # the stand-in ran none of them
+    shutil.rmtree(short)
+    (argv,) = started
+    assert argv[argv.index("--allow-credential") + 1] == "OPENAI_API_KEY@collector.example"
