@@ -368,3 +368,51 @@ def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no
         assert events[settled[0]]["reason"] == "agent_phase_ended"
     assert manifest["episodes_spent"] == ran
     assert manifest["submissions_made"] == (1 if ran else 0)
+
+
+SUBMIT_AND_STAY = r'''
+import time
+from orchestrator.session.client import SessionClient, HostApiError
+
+SLOW = ("import time\n\nclass Policy:\n    def act(self, observation):\n        time.sleep(0.25)\n        return 0\n\n\n"
+        "def make_policy(context):\n    return Policy()\n")
+with open("/workspace/program/policy.py", "w") as handle:
+    handle.write(SLOW)
+try:
+    SessionClient().submit("0:8")
+except HostApiError:
+    pass
+time.sleep(600)
+'''
+
+
+def test_a_run_stopped_while_a_submission_is_in_flight_cancels_and_voids_it_before_it_exits(tmp_path, scope, engine):
+    spec = spec_for(tmp_path, SUBMIT_AND_STAY, {}, budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "run", str(spec), "-o", str(run_dir)],
+                               env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        events_path = run_dir / "events.jsonl"
+        while not (events_path.exists() and "submission_admitted" in events_path.read_text()):
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()[-2000:] if process.poll() else ""
+            time.sleep(0.1)
+        time.sleep(1.0)  # its first Episodes are under way
+        stopped_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+        took = time.monotonic() - stopped_at
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    assert process.returncode == 130, process.stderr.read()[-2000:]
+    assert took < 60, f"the stopped Run took {took:.0f} s to exit"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    ends = [(e["type"], e.get("reason")) for e in events if e["type"] in ("submission_completed", "submission_voided")]
+    assert ends == [("submission_voided", "agent_phase_ended")], events
+    assert not any(e["type"] in ("agent_phase_ended", "validation_done") for e in events)
+    assert not (run_dir / "submissions" / "s0001" / "record.json").exists()
+    owner = next(e["owner"] for e in events if e["type"] == "started")
+    assert engine.client.containers.list(all=True, filters={"label": f"org.evopolicygym.owner={owner}"}, sparse=True) == []
