@@ -11,6 +11,11 @@ keeps `size` containers ready while no batch runs (start cost is paid while
 the agent thinks), and during a batch starts only as many as the batch still
 needs, so a warm batch is not slowed by refills. Used containers are removed
 between batches.
+
+One batch at a time: begin_batch waits until the batch before has ended, so
+Episodes of two batches (a Submission's and a Validation's) never share the
+lanes. cancel_batch makes the running batch's further take() calls fail, so
+it starts no further Episode and ends once the Episodes it runs have.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class ContainerPool:
         self._starting = [0] * lanes
         self._pending = 0  # containers the running batch still needs
         self._batch = False
+        self._cancelled = False  # the running batch takes no further container
         self._closed = False
         self._error: InfrastructureError | None = None
         self._starters = ThreadPoolExecutor(max_workers=max(1, starters), thread_name_prefix="epg-pool-start")
@@ -92,26 +98,59 @@ class ContainerPool:
 
     # batches -------------------------------------------------------------------
     def begin_batch(self, episodes: int) -> None:
+        """Start a batch of `episodes` Episodes, first waiting for the running batch (if any) to end.
+
+        Every begin_batch must be followed by one end_batch. Raises
+        InfrastructureError(CONTAINER_FAILED) when the pool closes meanwhile.
+        """
         with self._condition:
+            while self._batch:
+                if self._closed:
+                    raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "the container pool is closed")
+                self._condition.wait()
             self._batch = True
+            self._cancelled = False
             self._pending = episodes
             self._condition.notify_all()
 
     def end_batch(self) -> None:
         with self._condition:
             self._batch = False
+            self._cancelled = False
             self._pending = 0
             self._condition.notify_all()
 
+    def cancel_batch(self) -> bool:
+        """Make every later take() of the running batch raise; return whether a batch was running.
+
+        The Episodes already under way run to their end; none starts after.
+        The next batch is not affected.
+        """
+        with self._condition:
+            if self._batch:
+                self._cancelled = True
+                self._pending = 0
+                self._condition.notify_all()
+            return self._batch
+
     def take(self, lane: int) -> Slot:
-        """Return a ready Slot of lane, waiting for one being started if needed."""
+        """Return a ready Slot of lane, waiting for one being started if needed.
+
+        Raises InfrastructureError: CONTAINER_FAILED when the batch is
+        cancelled, the pool closed, or no container became ready in time; a
+        container start's own error.
+        """
         deadline = time.monotonic() + TAKE_TIMEOUT_S
         with self._condition:
+            if self._cancelled:
+                raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "the batch was cancelled")
             self._pending = max(0, self._pending - 1)
             if self._remaining is not None:
                 self._remaining = max(0, self._remaining - 1)
             self._condition.notify_all()
             while not self._ready[lane]:
+                if self._cancelled:
+                    raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "the batch was cancelled")
                 if self._error is not None:
                     raise self._error
                 if self._closed:
@@ -260,7 +299,7 @@ class ContainerPool:
     def close(self) -> None:
         """Stop filling, destroy every ready Slot, and wait for the reaper to finish."""
         with self._condition:
-            self._closed = True
+            self._closed = True  # a begin_batch waiting for the running batch gives up
             leftovers = [slot for ready in self._ready for slot in ready]
             for ready in self._ready:
                 ready.clear()

@@ -293,7 +293,11 @@ class DockerSandbox:
     def run_episodes(
         self, jobs: Sequence[EpisodeJob], on_episode: Callable[[EpisodeOutcome], None] | None = None
     ) -> list[EpisodeOutcome]:
-        """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
+        """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError.
+
+        One batch at a time: a call made while another batch runs waits until it has ended (the pool's
+        begin_batch), so two batches never share the lanes; pool.cancel_batch() stops the running one.
+        """
         return run_over_lanes(self.pool, jobs, len(self._lanes), lambda lane, job: self._run_on_lane(self._lanes[lane], job),
                               on_episode, "epg-lane")
 

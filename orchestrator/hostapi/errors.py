@@ -28,6 +28,7 @@ PROTO_CODES: dict[SessionError, int] = {
     SessionError.REQUEST_TOO_LARGE: pb.ERROR_CODE_REQUEST_TOO_LARGE,
     SessionError.MALFORMED_REQUEST: pb.ERROR_CODE_MALFORMED_REQUEST,
     SessionError.UNKNOWN_METHOD: pb.ERROR_CODE_UNKNOWN_METHOD,
+    SessionError.SESSION_CLOSED: pb.ERROR_CODE_SESSION_CLOSED,
 }
 
 GRPC_STATUS: dict[SessionError, grpc.StatusCode] = {
@@ -50,4 +51,5 @@ GRPC_STATUS: dict[SessionError, grpc.StatusCode] = {
     SessionError.REQUEST_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
     SessionError.MALFORMED_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
     SessionError.UNKNOWN_METHOD: grpc.StatusCode.UNIMPLEMENTED,
+    SessionError.SESSION_CLOSED: grpc.StatusCode.FAILED_PRECONDITION,
 }

@@ -13,6 +13,13 @@ the transport cap (TRANSPORT_MAX_RECEIVE_BYTES) is refused by gRPC as it
 reads the message, with RESOURCE_EXHAUSTED and no `epg-error-code`. The
 session client reads that status as `request_too_large`.
 
+Who may call at all is decided before that, by the socket file: serve()
+makes it 0600, owned by the agent's uid (or the Host's own), so another user
+of the machine cannot even connect; root still can. And at most
+MAX_CONCURRENT_RPCS calls are under way at once (running or waiting for a
+worker): gRPC refuses any call beyond them with RESOURCE_EXHAUSTED and no
+`epg-error-code`, so no number of calls makes the server queue without bound.
+
 gRPC threads do no budget logic: the RunHost (and its SessionState) owns it.
 """
 
@@ -22,6 +29,7 @@ import hmac
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
@@ -44,6 +52,9 @@ MAX_REQUEST_BYTES = 64 * 1024
 TRANSPORT_MAX_RECEIVE_BYTES = 1024 * 1024
 MAX_SELECTOR_CHARS = 16 * 1024
 MAX_CANDIDATES_LISTED = 64
+WORKERS = 8
+# Calls running or waiting for a worker, at most; each may buffer up to TRANSPORT_MAX_RECEIVE_BYTES.
+MAX_CONCURRENT_RPCS = 16
 HOST_API_METHODS = tuple(m.name for m in pb.DESCRIPTOR.services_by_name["HostApi"].methods)
 
 
@@ -204,16 +215,39 @@ def _abort(context: grpc.ServicerContext, rejected: RequestRejected) -> NoReturn
     context.abort(GRPC_STATUS[rejected.code], rejected.message)
 
 
-def serve(host: RunHostPort, token: str, socket_path: Path, workers: int = 8) -> grpc.Server:
-    """Serve the Host API on a Unix socket (world-connectable: the agent runs as another user)."""
+def serve(host: RunHostPort, token: str, socket_path: Path, *, owner: tuple[int, int] | None = None,
+          workers: int = WORKERS, max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS) -> grpc.Server:
+    """Serve the Host API on a Unix socket that only owner's uid (uid, gid) and root can connect to; return the server.
+
+    owner None means the Host's own uid (an agent that runs as the Host's
+    user). The socket is bound in a fresh 0700 directory beside socket_path,
+    given to owner with mode 0600 and only then renamed to socket_path, so
+    no other user can connect at any moment whatever the umask. Raises
+    OSError when the socket cannot be made (a path too long for a Unix
+    socket, a directory not writable).
+    """
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers),
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="epg-host-api"),
         interceptors=[RequestGuard(token)],
         options=[("grpc.max_receive_message_length", TRANSPORT_MAX_RECEIVE_BYTES)],
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
     pb_grpc.add_HostApiServicer_to_server(HostApiServicer(host), server)
-    socket_path.unlink(missing_ok=True)
-    server.add_insecure_port(f"unix:{socket_path}")
+    private = Path(tempfile.mkdtemp(prefix=".", dir=socket_path.parent))  # 0700: nobody else reaches what is bound in it
+    try:
+        bound = private / socket_path.name
+        if server.add_insecure_port(f"unix:{bound}") == 0:
+            raise OSError(f"could not listen on {bound}")
+        if owner is not None:
+            os.chown(bound, *owner)
+        os.chmod(bound, 0o600)
+        os.replace(bound, socket_path)
+    except BaseException:
+        server.stop(grace=None)
+        raise
+    finally:
+        for leftover in private.iterdir():
+            leftover.unlink()
+        private.rmdir()
     server.start()
-    os.chmod(socket_path, 0o666)
     return server

@@ -31,6 +31,7 @@ class SessionError(StrEnum):
     REQUEST_TOO_LARGE = "request_too_large"  # the request message is over the Host API's size limit
     MALFORMED_REQUEST = "malformed_request"  # the request bytes do not parse as the method's request message
     UNKNOWN_METHOD = "unknown_method"  # the called path is no method of the Host API
+    SESSION_CLOSED = "session_closed"  # the agent phase is ending: no Submit or Finish is accepted any more
 
 
 class RequestRejected(Exception):

@@ -151,6 +151,7 @@ class _Fields:
     in_flight: str | None = None
     finished: bool = False
     candidates: tuple[str, ...] = ()
+    closed: bool = False  # the agent phase is ending: nothing more is admitted; never logged, so a resume reopens
 
 
 class SessionState:
@@ -166,11 +167,16 @@ class SessionState:
     the Submission. Ids are "s0001", "s0002", ... in admission order and never
     reused, a voided id included. The caller logs each change it makes; replay
     rebuilds the state from that log.
+
+    close() ends the agent's side: from then on Submissions and the finish are
+    refused with SESSION_CLOSED, and wait_until_settled() lets the Host wait
+    for the one in flight to complete or be voided.
     """
 
     def __init__(self, budget: Budget) -> None:
         self._budget = budget
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified whenever no Submission is left in flight
         self._fields = _Fields()
 
     @property
@@ -225,6 +231,25 @@ class SessionState:
         with self._lock:
             return self._fields.in_flight
 
+    def close(self) -> None:
+        """Refuse every later admit, check and finish with SESSION_CLOSED (a finished Run still says ALREADY_FINISHED).
+
+        The Submission in flight, if any, stays in flight until it is completed
+        or voided. Closing twice is harmless.
+        """
+        with self._lock:
+            self._fields.closed = True
+
+    @property
+    def closed(self) -> bool:
+        with self._lock:
+            return self._fields.closed
+
+    def wait_until_settled(self, timeout_s: float) -> bool:
+        """Block until no Submission is in flight or timeout_s passes; return whether none is in flight."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._fields.in_flight is None, timeout=max(0.0, timeout_s))
+
     def status(self) -> StatusView:
         """Return a consistent snapshot of the whole session."""
         with self._lock:
@@ -249,8 +274,8 @@ class SessionState:
         """Admit a Submission of the Program with program_digest on the Episodes selector names; return it running.
 
         Charges its Episodes and one Submission and puts it in flight. Raises
-        RequestRejected, checking in this order: ALREADY_FINISHED, BUSY (another
-        Submission is in flight), INVALID_SELECTOR or INDEX_OUT_OF_RANGE,
+        RequestRejected, checking in this order: ALREADY_FINISHED, SESSION_CLOSED,
+        BUSY (another Submission is in flight), INVALID_SELECTOR or INDEX_OUT_OF_RANGE,
         TOO_MANY_EPISODES, SUBMISSIONS_EXHAUSTED, BUDGET_EXHAUSTED.
         """
         with self._lock:
@@ -269,6 +294,8 @@ class SessionState:
         f, b = self._fields, self._budget
         if f.finished:
             raise RequestRejected(SessionError.ALREADY_FINISHED, "the Run is finished: no more Submissions")
+        if f.closed:
+            raise RequestRejected(SessionError.SESSION_CLOSED, "the agent phase is ending: no more Submissions")
         if f.in_flight is not None:
             raise RequestRejected(
                 SessionError.BUSY, f"Submission {f.in_flight} is still being evaluated: submit again once it is done"
@@ -325,6 +352,7 @@ class SessionState:
             submission.score = float(score)
             submission.policy_failures = policy_failures
             self._fields.in_flight = None
+            self._settled.notify_all()
             return submission.view()
 
     def void(self, submission_id: str) -> SubmissionView:
@@ -340,6 +368,7 @@ class SessionState:
             self._fields.episodes_used -= len(submission.indices)
             self._fields.submissions_used -= 1
             self._fields.in_flight = None
+            self._settled.notify_all()
             return submission.view()
 
     def _in_flight_locked(self, submission_id: str) -> _Submission:
@@ -350,8 +379,8 @@ class SessionState:
     def finish(self, candidate_ids: Sequence[str]) -> tuple[str, ...]:
         """End the agent's session with candidate_ids for Validation; return them in the agent's order.
 
-        Raises RequestRejected, checking in this order: ALREADY_FINISHED, BUSY,
-        NO_CANDIDATES, UNKNOWN_SUBMISSION (any id that is not a completed
+        Raises RequestRejected, checking in this order: ALREADY_FINISHED,
+        SESSION_CLOSED, BUSY, NO_CANDIDATES, UNKNOWN_SUBMISSION (any id that is not a completed
         Submission: unknown, running or voided), DUPLICATE_CANDIDATE,
         TOO_MANY_CANDIDATES, FINISH_NOT_ALLOWED (require_exhaustion and the
         Budget can still pay for a Submission).
@@ -360,6 +389,8 @@ class SessionState:
             f, b = self._fields, self._budget
             if f.finished:
                 raise RequestRejected(SessionError.ALREADY_FINISHED, "the Run is already finished")
+            if f.closed:
+                raise RequestRejected(SessionError.SESSION_CLOSED, "the agent phase is ending: it can no longer be finished")
             if f.in_flight is not None:
                 raise RequestRejected(
                     SessionError.BUSY, f"Submission {f.in_flight} is still being evaluated: finish once it is done"

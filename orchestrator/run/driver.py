@@ -3,10 +3,19 @@
 Phases, each recorded in events.jsonl so that `--resume` continues where a
 killed orchestrator stopped: "agent" (the agent works; Submissions), then
 "validation", then "assessment", then "done".
+
+The agent phase ends in one order, whatever ended it: the agent's container
+stops; the Host API refuses Submit and Finish (`session_closed`); a
+Submission still in flight is given the time its Episodes may take
+(settle_timeout_s), then cancelled and voided; its last event is logged; the
+Host API stops; then `agent_exited`, the copy-out of the workspace and
+Validation. So no Episode of a Submission shares the lanes with a held-out
+one, and nothing of the agent phase is written after it ended.
 """
 
 from __future__ import annotations
 
+import math
 import secrets
 import shutil
 import time
@@ -18,6 +27,7 @@ from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.backends.runner_calls import episode_budget_s
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphans
 from orchestrator.hostapi.server import serve
@@ -47,6 +57,12 @@ Notify = Callable[[str, dict[str, Any]], None]
 
 # What an idle pooled policy container holds (make bench prints it: "memory of one idle pooled container").
 IDLE_POLICY_CONTAINER_MIB = 18
+# The Host's wait for a batch's Feedback (the runner's BuildFeedback), on top of its Episodes.
+FEEDBACK_WAIT_S = 120.0
+# When the agent phase ends on an error (or Ctrl-C), a Submission in flight is cancelled at once and gets this long.
+INTERRUPTED_SETTLE_S = 5.0
+# How long the Host API server lets a settled call send its answer once the agent phase has ended.
+STOP_GRACE_S = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +109,12 @@ def sandbox_limits(spec: RunSpec) -> SandboxLimits:
             startup_deadline_s=limits.startup_deadline_s,
         ),
     )
+
+
+def settle_timeout_s(limits: EpisodeLimits, episodes: int, lanes: int) -> float:
+    """The longest a Submission of `episodes` Episodes may still take on `lanes` lanes: its Episodes lane by lane,
+    each at most the Host's wait for one Episode (its start and Episode deadlines), then its Feedback."""
+    return math.ceil(max(0, episodes) / max(1, lanes)) * episode_budget_s(limits) + FEEDBACK_WAIT_S
 
 
 def kubernetes_options(spec: RunSpec) -> KubernetesOptions | None:
@@ -167,7 +189,7 @@ class RunDriver:
                 phase = records.read_manifest().get("phase", "agent")
                 if phase == "agent":
                     self._prestart(sandbox, "agent")
-                    reason = self._agent_phase(engine, host, labels, tags[agent_image])
+                    reason = self._agent_phase(engine, host, labels, tags[agent_image], sandbox, tuning.lanes())
                     workspace_fs.unmount_into_directory(records.root, records.workspace)
                     records.update_manifest(phase="validation", terminal_reason=reason)
                     records.append_event("agent_phase_ended", terminal_reason=reason)
@@ -260,7 +282,8 @@ class RunDriver:
         return pool
 
     # phases ------------------------------------------------------------------------
-    def _agent_phase(self, engine: DockerEngine, host: RunHost, labels: LabelSet, image: str) -> str:
+    def _agent_phase(self, engine: DockerEngine, host: RunHost, labels: LabelSet, image: str, sandbox: DockerSandbox,
+                     lanes: int) -> str:
         records, spec = self._records, self._spec
         used = sum(e.get("seconds", 0.0) for e in records.events() if e["type"] == "agent_exited")
         remaining = spec.limits.agent_wall_clock_s - used
@@ -270,11 +293,17 @@ class RunDriver:
             return "agent_time_limit"
         attempt = 1 + sum(1 for e in records.events() if e["type"] == "agent_started")
         token = secrets.token_urlsafe(32)
-        server = serve(host, token, records.host / "api.sock")
+        identity = agent_container.agent_identity()
         policy = relay_policy(spec)
-        agent = agent_container.agent_identity()  # None: the agent runs as the Host's own uid, the socket's default owner
         relay = ModelRelay(policy, records.host / "relay.sock", records.root / "relay" / f"exchanges.{attempt}.jsonl",
-                           owner_uid=agent.uid if agent else None) if policy else None
+                           owner_uid=identity.uid if identity else None) if policy else None
+        try:
+            server = serve(host, token, records.host / "api.sock", owner=(identity.uid, identity.gid) if identity else None)
+        except BaseException:
+            if relay is not None:
+                relay.close()
+            raise
+        ended_cleanly = False
         try:
             plan_dir = agent_container.prepare_plan(spec, self._options.spec_dir, records, self._random_program)
             user = agent_container.hand_workspace_to_agent(records)
@@ -295,11 +324,14 @@ class RunDriver:
                     return host.state.status().finished or bool(relay and relay.counters.limit_reached)
 
                 exit_status = agent_container.wait_for_agent(engine, container, remaining, finished)
+                host.state.close()  # from here on Submit and Finish are refused
                 agent_container.save_agent_logs(engine, container, records, attempt)
             finally:
                 engine.remove(container)
+            ended_cleanly = True
         finally:
-            server.stop(grace=None)
+            self._settle_submissions(host, sandbox, lanes, patient=ended_cleanly)
+            server.stop(grace=STOP_GRACE_S).wait(STOP_GRACE_S + 5)
             if relay is not None:
                 relay.close()
                 self._record_relay(relay)
@@ -310,6 +342,23 @@ class RunDriver:
         if relay is not None and relay.counters.limit_reached:
             return "relay_limit"
         return "agent_time_limit" if exit_status.timed_out else "agent_exited"
+
+    def _settle_submissions(self, host: RunHost, sandbox: DockerSandbox, lanes: int, *, patient: bool) -> None:
+        """Close the agent's side: a Submission in flight completes in the time its Episodes may take, or is voided.
+
+        patient False (the phase ends on an error): it is cancelled at once. Either way its last event is logged
+        before this returns, and no Episode of it runs any more unless a stuck one is still ending, which the
+        pool's one-batch-at-a-time rule keeps apart from the held-out Episodes.
+        """
+        limits = sandbox_limits(self._spec).episode
+        host.state.close()  # first, so that no Submission is admitted after the one counted here
+        status = host.state.status()
+        flying = next((s for s in status.submissions if s.id == status.in_flight), None)
+        grace = settle_timeout_s(limits, len(flying.indices), lanes) if flying and patient else 0.0
+        ended = host.close(grace_s=grace, cancel=sandbox.pool.cancel_batch,
+                           cancel_wait_s=episode_budget_s(limits) if patient else INTERRUPTED_SETTLE_S)
+        if flying is not None and ended is not None:
+            self._notify("note", {"message": f"{flying.id} was in flight when the agent phase ended: {ended}"})
 
     def _prestart(self, sandbox: DockerSandbox, phase: str, candidates: int = 0) -> None:
         """Size the pool for the Episodes that follow the start of phase, within sandbox.prestart_memory_mib.

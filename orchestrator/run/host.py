@@ -2,11 +2,15 @@
 
 RunHost implements what the Host API servicer needs. The SessionState it holds
 owns all budget state; RunHost only captures Programs, runs Episodes and
-writes records around it.
+writes records around it, and ends the agent's side of the Run (close): once
+close returns, no Submission is in flight and none can start, so nothing of
+the agent phase is written after it.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import traceback
 from typing import Any, Callable
 
@@ -23,6 +27,10 @@ from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.workspace import AgentIdentity, capture_workspace_program
 
 Notify = Callable[[str, dict[str, Any]], None]
+
+# How often close() asks the sandbox again to cancel: the evaluation may start its batch after the first request.
+CANCEL_REPEAT_S = 0.5
+PHASE_ENDED = "agent_phase_ended"  # the void reason of a Submission the end of the agent phase cut short
 
 
 class RunHost:
@@ -46,6 +54,10 @@ class RunHost:
         self._instructions = instructions
         self._agent = agent
         self._notify = notify
+        # Held while a Submission is admitted and logged, and while it is settled (completed or voided) and logged,
+        # so that close() returns only once the last record of the agent phase is written.
+        self._settling = threading.RLock()
+        self._cancelled = False  # close() asked the sandbox to stop the Submission in flight
 
     @property
     def state(self) -> SessionState:
@@ -70,32 +82,89 @@ class RunHost:
         The Program is read as the agent (see run.workspace); every problem
         with it is INVALID_PROGRAM and spends nothing.
         """
-        self._state.check(selector)  # a finished or busy Run says so before the Program is read
+        self._state.check(selector)  # a finished, closed or busy Run says so before the Program is read
         try:
             program = capture_workspace_program(self._records.workspace, self._agent)
         except ProgramError as exc:
             raise RequestRejected(SessionError.INVALID_PROGRAM, f"{exc.message} (nothing was spent)") from None
-        view = self._state.admit(selector, program.digest)
-        self._records.store_program(program)
-        self._records.append_event(
-            SessionEvent.SUBMISSION_ADMITTED.value,
-            id=view.id, selector=view.selector, indices=list(view.indices), program_digest=program.digest,
-        )
+        with self._settling:
+            view = self._state.admit(selector, program.digest)
+            self._records.store_program(program)
+            self._records.append_event(
+                SessionEvent.SUBMISSION_ADMITTED.value,
+                id=view.id, selector=view.selector, indices=list(view.indices), program_digest=program.digest,
+            )
         self._notify("submission_started", {"id": view.id, "episodes": len(view.indices)})
         try:
             (feedback,) = evaluate_programs(self._sandbox, [program], [self._pool[i] for i in view.indices])
-            return self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
         except Exception as exc:  # any fault of the Host's side: refund, keep the evidence, answer with a code
+            raise self._failed(view, exc) from None
+        with self._settling:
+            if self._state.in_flight() != view.id:  # close() voided it meanwhile: nothing of it is written
+                raise RequestRejected(SessionError.SESSION_CLOSED,
+                                      f"the agent phase ended before {view.id} was evaluated; nothing was spent")
+            try:
+                receipt = self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
+            except Exception as exc:
+                raise self._failed(view, exc) from None
+        self._notify_completed(receipt)  # outside the lock: a listener may act on the Run (tests submit from it)
+        return receipt
+
+    def _failed(self, view: SubmissionView, exc: Exception) -> RequestRejected:
+        """Void the Submission an exception ended (if it is still in flight); return the refusal for the agent."""
+        cancelled = self._cancelled
+        code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
+        with self._settling:
             if self._state.in_flight() == view.id:
-                self._void(view, exc)
-            code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
-            raise RequestRejected(SessionError.INTERNAL, f"the evaluation failed on the Host's side ({code}); nothing was spent") from None
+                evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
+                self._void(view, PHASE_ENDED if cancelled else code, str(exc), evidence)
+        if cancelled:
+            return RequestRejected(SessionError.SESSION_CLOSED, f"the agent phase ended before {view.id} was evaluated; nothing was spent")
+        return RequestRejected(SessionError.INTERNAL, f"the evaluation failed on the Host's side ({code}); nothing was spent")
 
     def finish(self, candidates: list[str]) -> tuple[str, ...]:
-        chosen = self._state.finish(candidates)
-        self._records.append_event(SessionEvent.FINISHED.value, candidates=list(chosen))
+        with self._settling:
+            chosen = self._state.finish(candidates)
+            self._records.append_event(SessionEvent.FINISHED.value, candidates=list(chosen))
         self._notify("finished", {"candidates": list(chosen)})
         return chosen
+
+    def close(self, *, grace_s: float, cancel: Callable[[], None] = lambda: None, cancel_wait_s: float = 0.0,
+              clock: Callable[[], float] = time.monotonic) -> str | None:
+        """End the agent's side of the Run; return how the Submission in flight ended ("completed" or "voided"), or None.
+
+        From the call on, Submit and Finish are refused with session_closed.
+        A Submission in flight gets grace_s to complete. Then cancel is called
+        (again every CANCEL_REPEAT_S: its batch may start after the first call)
+        so that the sandbox starts no further Episode of it; the evaluation
+        then gives up and voids it (refunded, reason "agent_phase_ended").
+        If it has not within cancel_wait_s, close voids it itself, and
+        whatever that evaluation returns later is discarded unwritten. Either
+        way its submission_completed or submission_voided event is logged, and
+        its Feedback published, before close returns.
+        """
+        self._state.close()
+        submission_id = self._state.in_flight()
+        if submission_id is None:
+            with self._settling:  # a finish or an admission being logged right now is logged before close returns
+                return None
+        if not self._state.wait_until_settled(grace_s):
+            self._cancelled = True
+            deadline = clock() + cancel_wait_s
+            while True:
+                cancel()
+                left = deadline - clock()
+                if self._state.wait_until_settled(min(max(0.0, left), CANCEL_REPEAT_S)) or left <= 0:
+                    break
+        with self._settling:  # the evaluation's own settling, if it won, is fully logged once this is held
+            if self._state.in_flight() == submission_id:
+                view = self._view(submission_id)
+                self._void(view, PHASE_ENDED, f"the evaluation of {submission_id} did not stop within"
+                           f" {grace_s + cancel_wait_s:.0f} s of the end of the agent phase", "")
+            return self._view(submission_id).state.value
+
+    def _view(self, submission_id: str) -> SubmissionView:
+        return next(s for s in self._state.status().submissions if s.id == submission_id)
 
     # records -------------------------------------------------------------------
     def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes]) -> SubmitReceipt:
@@ -114,20 +183,21 @@ class RunHost:
         budget = self._state.status()
         self._state.complete(view.id, document["score"], failures)
         self._records.append_event(SessionEvent.SUBMISSION_COMPLETED.value, id=view.id, score=document["score"], policy_failures=failures)
-        self._notify("submission_completed", {"id": view.id, "score": document["score"], "status": self._state.status(),
-                                              "direction": self._benchmark.direction})
         return SubmitReceipt(submission_id=view.id, program_digest=digest, score=document["score"],
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)
 
-    def _void(self, view: SubmissionView, exc: Exception) -> None:
+    def _notify_completed(self, receipt: SubmitReceipt) -> None:
+        self._notify("submission_completed", {"id": receipt.submission_id, "score": receipt.score, "status": self._state.status(),
+                                              "direction": self._benchmark.direction})
+
+    def _void(self, view: SubmissionView, reason: str, message: str, evidence: str) -> None:
+        """Refund the in-flight Submission: Host-private evidence, then the event. Call with _settling held."""
         self._state.void(view.id)
-        evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
-        reason = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
-        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{evidence}".encode(), mode=PRIVATE_FILE)
+        write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{message}\n{evidence}".encode(), mode=PRIVATE_FILE)
         self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=view.id, reason=reason)
-        self._notify("submission_voided", {"id": view.id, "reason": str(exc)})
+        self._notify("submission_voided", {"id": view.id, "reason": message})
 
     def recover_in_flight(self) -> str | None:
         """After a crash: complete the in-flight Submission from its record, or void it (refund)."""
@@ -140,9 +210,9 @@ class RunHost:
         except schema.RecordError:
             record = None  # written atomically, so never torn; anything else is not a record to complete from
         if record is not None and isinstance(record.get("feedback"), dict) and "program_digest" in record:
-            view = next(s for s in self._state.status().submissions if s.id == submission_id)
+            view = self._view(submission_id)
             artifacts = read_artifacts(self._records.submission(submission_id))
-            self._complete(view, record["program_digest"], record["feedback"], artifacts)
+            self._notify_completed(self._complete(view, record["program_digest"], record["feedback"], artifacts))
             return f"{submission_id} completed from its record"
         self._state.void(submission_id)
         self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=submission_id, reason="orchestrator_restarted")

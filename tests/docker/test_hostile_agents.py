@@ -302,3 +302,117 @@ def test_the_agent_cannot_fill_the_hosts_disk_or_memory_through_its_workspace_tm
     manifest = json.loads(result.stdout)
     assert manifest["workspace_bound"] == {"bytes": 64 << 20, "files": 2000}
     assert not (run_dir / "workspace.img").exists() and not os.path.ismount(run_dir / "workspace")
+
+
+SUBMIT_AND_EXIT = r'''
+import json, os, threading, time
+from orchestrator.session.client import SessionClient
+
+SLOW = ("import time\n\nclass Policy:\n    def act(self, observation):\n        time.sleep(0.25)\n        return 0\n\n\n"
+        "def make_policy(context):\n    return Policy()\n")
+with open("/workspace/program/policy.py", "w") as handle:
+    handle.write(SLOW)
+client = SessionClient()
+threading.Thread(target=lambda: SessionClient().submit("0:8"), daemon=True).start()
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    seen = client.status()
+    if any(s["state"] == "running" for s in seen["submissions"]):
+        break
+    time.sleep(0.02)
+time.sleep(float(os.environ["EPG_TEST_EXIT_AFTER_S"]))
+seen = client.status()
+with open("/workspace/analysis/at_exit.json", "w") as handle:
+    json.dump(seen, handle)
+os._exit(0)  # at once: the Submit call is still waiting for its receipt
+'''
+
+
+@pytest.mark.parametrize("exit_after_s", ["0", "0.5", "2"])
+def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no_held_out_episode_overlaps_it(
+        tmp_path, scope, exit_after_s):
+    spec = spec_for(tmp_path, SUBMIT_AND_EXIT, {"EPG_TEST_EXIT_AFTER_S": exit_after_s},
+                    budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
+    run_dir = tmp_path / "run"
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    assert result.returncode == 0, result.stderr
+
+    at_exit = json.loads((run_dir / "workspace" / "analysis" / "at_exit.json").read_text())
+    assert [(s["id"], s["state"]) for s in at_exit["submissions"]] == [("s0001", "running")], "the agent exited mid-Submission"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    position = {}
+    for number, event in enumerate(events):
+        position.setdefault(event["type"], number)  # first occurrence
+    settled = [n for n, e in enumerate(events) if e["type"] in ("submission_completed", "submission_voided") and e["id"] == "s0001"]
+    assert len(settled) == 1, events
+    # The Submission ends, then the agent phase, then (and only then) any held-out Episode starts.
+    assert position["submission_admitted"] < settled[0] < position["agent_exited"] < position["agent_phase_ended"], events
+    held_out = [n for n, e in enumerate(events) if e["type"] == "prestart" and e["phase"] in ("validation", "assessment")]
+    assert all(n > position["agent_phase_ended"] for n in held_out)
+    assert position["agent_phase_ended"] < position["validation_done"]
+    times = [e["time"] for e in events]
+    assert times == sorted(times)
+    assert events[-1]["type"] == "assessment_done"  # nothing of the agent phase is logged after the Run's end
+
+    manifest = json.loads(result.stdout)
+    assert manifest["terminal_reason"] == "agent_exited"
+    ran = 0
+    if events[settled[0]]["type"] == "submission_completed":
+        record = json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())
+        ran = len(record["feedback"]["episodes"])
+        assert ran == 8
+        assert held_out, "the completed Submission was validated"
+        # Published before the copy-out, so the finished workspace holds it.
+        assert json.loads((run_dir / "workspace" / "feedback" / "s0001" / "feedback.json").read_text())["score"] == record["feedback"]["score"]
+    else:
+        assert events[settled[0]]["reason"] == "agent_phase_ended"
+    assert manifest["episodes_spent"] == ran
+    assert manifest["submissions_made"] == (1 if ran else 0)
+
+
+SUBMIT_AND_STAY = r'''
+import time
+from orchestrator.session.client import SessionClient, HostApiError
+
+SLOW = ("import time\n\nclass Policy:\n    def act(self, observation):\n        time.sleep(0.25)\n        return 0\n\n\n"
+        "def make_policy(context):\n    return Policy()\n")
+with open("/workspace/program/policy.py", "w") as handle:
+    handle.write(SLOW)
+try:
+    SessionClient().submit("0:8")
+except HostApiError:
+    pass
+time.sleep(600)
+'''
+
+
+def test_a_run_stopped_while_a_submission_is_in_flight_cancels_and_voids_it_before_it_exits(tmp_path, scope, engine):
+    spec = spec_for(tmp_path, SUBMIT_AND_STAY, {}, budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "run", str(spec), "-o", str(run_dir)],
+                               env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        events_path = run_dir / "events.jsonl"
+        while not (events_path.exists() and "submission_admitted" in events_path.read_text()):
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()[-2000:] if process.poll() else ""
+            time.sleep(0.1)
+        time.sleep(1.0)  # its first Episodes are under way
+        stopped_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+        took = time.monotonic() - stopped_at
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    assert process.returncode == 130, process.stderr.read()[-2000:]
+    assert took < 60, f"the stopped Run took {took:.0f} s to exit"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    ends = [(e["type"], e.get("reason")) for e in events if e["type"] in ("submission_completed", "submission_voided")]
+    assert ends == [("submission_voided", "agent_phase_ended")], events
+    assert not any(e["type"] in ("agent_phase_ended", "validation_done") for e in events)
+    assert not (run_dir / "submissions" / "s0001" / "record.json").exists()
+    owner = next(e["owner"] for e in events if e["type"] == "started")
+    assert engine.client.containers.list(all=True, filters={"label": f"org.evopolicygym.owner={owner}"}, sparse=True) == []

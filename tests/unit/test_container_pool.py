@@ -95,3 +95,66 @@ def test_without_expect_the_pool_refills_after_a_batch() -> None:
         assert recorder.started == 10
     finally:
         pool.close()
+
+
+def test_a_second_batch_waits_until_the_running_batch_has_ended() -> None:
+    recorder = Recorder(removal_s=0.0)
+    pool = ContainerPool(lanes=1, size=2, starters=1, start_slot=recorder.start_slot, destroy=recorder.destroy)
+    order: list[str] = []
+    try:
+        pool.begin_batch(1)
+        order.append("first began")
+        second = threading.Thread(target=lambda: (pool.begin_batch(1), order.append("second began")))
+        second.start()
+        second.join(0.5)  # the second batch is held while the first runs
+        assert second.is_alive() and order == ["first began"]
+        pool.discard(pool.take(0))
+        order.append("first ended")
+        pool.end_batch()
+        second.join(10)
+        assert not second.is_alive()
+        assert order == ["first began", "first ended", "second began"]
+        pool.end_batch()
+    finally:
+        pool.close()
+
+
+def test_a_batch_waiting_for_another_gives_up_when_the_pool_closes() -> None:
+    recorder = Recorder(removal_s=0.0)
+    pool = ContainerPool(lanes=1, size=0, starters=1, start_slot=recorder.start_slot, destroy=recorder.destroy)
+    pool.begin_batch(1)
+    errors: list[Exception] = []
+
+    def second() -> None:
+        try:
+            pool.begin_batch(1)
+        except pool_module.InfrastructureError as exc:
+            errors.append(exc)
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    pool.close()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert [e.code.value for e in errors] == ["container_failed"] and "closed" in str(errors[0])
+
+
+def test_a_cancelled_batch_takes_no_further_container_and_the_next_batch_is_not_cancelled() -> None:
+    recorder = Recorder(removal_s=0.0)
+    pool = ContainerPool(lanes=1, size=2, starters=1, start_slot=recorder.start_slot, destroy=recorder.destroy)
+    try:
+        assert pool.wait_until_full(10)
+        assert not pool.cancel_batch()  # no batch runs: nothing to cancel, and nothing is remembered
+        pool.begin_batch(3)
+        pool.discard(pool.take(0))
+        assert pool.cancel_batch()
+        try:
+            pool.take(0)
+        except pool_module.InfrastructureError as exc:
+            assert "cancelled" in exc.message
+        else:
+            raise AssertionError("a cancelled batch was handed a container")
+        pool.end_batch()
+        _one_batch(pool, 2)  # the next batch takes its containers as usual
+    finally:
+        pool.close()

@@ -10,10 +10,12 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ from epg.v1 import host_api_pb2_grpc as pb_grpc
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from orchestrator.hostapi import errors as hostapi_errors
 from orchestrator.hostapi.errors import GRPC_STATUS, PROTO_CODES
-from orchestrator.hostapi.server import MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
+from orchestrator.hostapi.server import MAX_CONCURRENT_RPCS, MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.errors import SessionError
 from orchestrator.kernel.outcomes import EpisodeOutcome
@@ -36,6 +38,7 @@ from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, Planned
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.session import Budget, FinishPolicy, SessionState
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run.driver import FEEDBACK_WAIT_S, settle_timeout_s
 from orchestrator.run.host import RunHost
 from orchestrator.session import client as session_client
 from orchestrator.session.client import HostApiError, SessionClient
@@ -90,11 +93,14 @@ class FakeSandbox:
     fail_on_calls: 1-based numbers of run_episode calls that raise InfrastructureError.
     policy_failures: pool indices whose Episodes end as a policy failure (reward = failure_return).
     crash_with: an exception (not InfrastructureError) the next run_episode call raises, once.
-    block_first: the first run_episode call sets `entered` and waits on `release`.
+    block_first: the first run_episode call sets `entered` and waits on `release`; cancel() (the pool's
+    cancel_batch in a Run) ends that wait with an InfrastructureError, as the pool's next take would,
+    unless honour_cancel is False (an evaluation stuck beyond the Host's reach).
     """
 
     def __init__(self, *, fail_on_calls: set[int] | None = None, block_first: bool = False,
-                 policy_failures: set[int] | None = None, crash_with: Exception | None = None) -> None:
+                 policy_failures: set[int] | None = None, crash_with: Exception | None = None,
+                 honour_cancel: bool = True) -> None:
         self.calls: list[tuple[int, str]] = []
         self.fail_on_calls = set(fail_on_calls or ())
         self.policy_failures = set(policy_failures or ())
@@ -102,7 +108,15 @@ class FakeSandbox:
         self.block_first = block_first
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.honour_cancel = honour_cancel
+        self.cancel_calls = 0
+        self._cancelled = threading.Event()
         self._lock = threading.Lock()
+
+    def cancel(self) -> None:
+        self.cancel_calls += 1
+        if self.honour_cancel:
+            self._cancelled.set()
 
     def describe(self) -> BenchmarkInfo:
         return BENCHMARK
@@ -133,8 +147,12 @@ class FakeSandbox:
                                       evidence="SECRET-EVIDENCE: docker.sock refused the connection")
         if self.block_first and number == 1:
             self.entered.set()
-            if not self.release.wait(CALL_TIMEOUT_S):
-                raise AssertionError("the test never released the blocked Episode")
+            deadline = time.monotonic() + CALL_TIMEOUT_S
+            while not self.release.wait(0.01):
+                if self._cancelled.is_set():
+                    raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "the batch was cancelled")
+                if time.monotonic() > deadline:
+                    raise AssertionError("the test never released the blocked Episode")
         if episode.index in self.policy_failures:
             return EpisodeOutcome(
                 index=episode.index, split=episode.split, status=EpisodeStatus.POLICY_FAILURE,
@@ -622,6 +640,273 @@ def test_a_receipt_reports_the_budget_as_its_own_submission_left_it(serve_run: C
     assert (second["receipt"]["episodes_used"], second["receipt"]["submissions_left"]) == (5, 1)
     assert first["submission_id"] == "s0001"
     assert (first["episodes_used"], first["episodes_left"], first["submissions_left"]) == (2, 8, 2)
+
+
+# The end of the agent phase --------------------------------------------------------
+def submit_in_background(run: Served, selector: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """Submit selector from another thread and client; return the thread and where its receipt or error lands."""
+    outcome: dict[str, Any] = {}
+
+    def submit() -> None:
+        client = run.new_client()
+        try:
+            outcome["receipt"] = client.submit(selector)
+        except HostApiError as exc:
+            outcome["error"] = exc
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=submit)
+    thread.start()
+    return thread, outcome
+
+
+def close_in_background(run: Served, **options: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Call host.close(**options) from another thread; the result holds its return and the event types at that moment."""
+    result: dict[str, Any] = {}
+
+    def close() -> None:
+        result["ended"] = run.host.close(**options)
+        result["events"] = run.event_types()
+        result["published"] = run.records.published_feedback("s0001").exists()
+
+    thread = threading.Thread(target=close)
+    thread.start()
+    return thread, result
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
+def test_once_the_agent_phase_closes_submit_and_finish_are_refused_as_session_closed_and_change_nothing(run: Served):
+    first = run.client.submit("0:2")["submission_id"]
+    assert run.host.close(grace_s=0.0) is None  # nothing was in flight
+    before = run.snapshot()
+
+    submit = refused(lambda: run.client.submit("2:4"))
+    finish = refused(lambda: run.client.finish([first]))
+    raw = raw_call(run, "Submit", pb.SubmitRequest(episodes="2:4"), AUTHORIZED)
+
+    assert (submit.code, finish.code, trailing_code(raw)) == ("session_closed", "session_closed", "session_closed")
+    assert raw.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "agent phase is ending" in submit.message
+    assert run.snapshot() == before
+    assert run.client.status()["episodes_used"] == 2  # reading stays open
+
+
+def test_close_waits_for_the_submission_in_flight_to_complete_and_logs_it_before_returning(serve_run: Callable[..., Served]):
+    run = serve_run(sandbox=FakeSandbox(block_first=True))
+    submitter, submitted = submit_in_background(run, "0:3")
+    assert run.sandbox.entered.wait(CALL_TIMEOUT_S)
+    closer, closed = close_in_background(run, grace_s=CALL_TIMEOUT_S, cancel=run.sandbox.cancel)
+    try:
+        wait_until(lambda: run.host.state.closed)
+        late = refused(lambda: run.client.submit("5:7"))
+        assert late.code == "session_closed"  # not busy: the door is shut whatever is in flight
+        assert closer.is_alive(), "close returned while a Submission was still in flight"
+    finally:
+        run.sandbox.release.set()
+        submitter.join(CALL_TIMEOUT_S)
+        closer.join(CALL_TIMEOUT_S)
+
+    assert closed["ended"] == "completed"
+    assert closed["events"] == ["submission_admitted", "submission_completed"]
+    assert closed["published"], "the Feedback was published before close returned"
+    assert submitted["receipt"]["submission_id"] == "s0001"
+    assert run.sandbox.cancel_calls == 0
+    assert run.client.status()["episodes_used"] == 3
+    run.assert_log_replays_to_live_state()
+
+
+def test_a_submission_still_running_after_the_grace_is_cancelled_voided_and_refunded_before_close_returns(
+        serve_run: Callable[..., Served]):
+    run = serve_run(sandbox=FakeSandbox(block_first=True))
+    submitter, submitted = submit_in_background(run, "0:3")
+    assert run.sandbox.entered.wait(CALL_TIMEOUT_S)
+
+    ended = run.host.close(grace_s=0.0, cancel=run.sandbox.cancel, cancel_wait_s=CALL_TIMEOUT_S)
+    events = run.events()
+    submitter.join(CALL_TIMEOUT_S)
+
+    assert ended == "voided"
+    assert [(e["type"], e.get("reason")) for e in events] == [("submission_admitted", None), ("submission_voided", "agent_phase_ended")]
+    assert run.sandbox.cancel_calls >= 1
+    assert submitted["error"].code == "session_closed" and "nothing was spent" in submitted["error"].message
+    status = run.client.status()
+    assert (status["episodes_used"], status["submissions_used"]) == (0, 0)
+    assert [(s["id"], s["state"]) for s in status["submissions"]] == [("s0001", "voided")]
+    assert not run.records.published_feedback("s0001").exists()
+    assert run.event_types() == ["submission_admitted", "submission_voided"]  # nothing after close returned
+    run.assert_log_replays_to_live_state()
+
+
+def test_an_evaluation_that_ignores_the_cancel_is_voided_by_close_and_nothing_it_returns_later_is_written(
+        serve_run: Callable[..., Served]):
+    run = serve_run(sandbox=FakeSandbox(block_first=True, honour_cancel=False))
+    submitter, submitted = submit_in_background(run, "0:3")
+    assert run.sandbox.entered.wait(CALL_TIMEOUT_S)
+
+    ended = run.host.close(grace_s=0.0, cancel=run.sandbox.cancel, cancel_wait_s=0.2)
+    assert ended == "voided"
+    assert run.event_types() == ["submission_admitted", "submission_voided"]
+    run.sandbox.release.set()  # the stuck evaluation now returns its Feedback
+    submitter.join(CALL_TIMEOUT_S)
+
+    assert not submitter.is_alive()
+    assert submitted["error"].code == "session_closed"
+    assert run.event_types() == ["submission_admitted", "submission_voided"]
+    assert not (run.records.submission("s0001") / "record.json").exists()
+    assert not run.records.published_feedback("s0001").exists()
+    assert run.client.status()["episodes_used"] == 0
+    run.assert_log_replays_to_live_state()
+
+
+def test_the_settle_timeout_is_the_submissions_episodes_lane_by_lane_at_their_longest_plus_its_feedback():
+    from epg_sdk.runtime.episode_loop import EpisodeLimits
+
+    limits = EpisodeLimits(startup_deadline_s=10.0, episode_deadline_s=20.0)
+    one_episode = 10.0 * 2 + 20.0 + 60  # what the Host waits for one RunEpisode answer
+    assert settle_timeout_s(limits, episodes=5, lanes=2) == 3 * one_episode + FEEDBACK_WAIT_S
+    assert settle_timeout_s(limits, episodes=4, lanes=2) == 2 * one_episode + FEEDBACK_WAIT_S
+    assert settle_timeout_s(limits, episodes=1, lanes=0) == one_episode + FEEDBACK_WAIT_S
+
+
+# Who can reach the Host API at all ---------------------------------------------------
+OTHER_UID = 54321
+AGENT_UID = 10001
+
+
+def connect_as(uid: int, path: Path) -> str:
+    """Connect to path from a child that dropped to uid (and no groups); return "connected" or the errno's name."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(str(path))
+            code = 0
+        except PermissionError:
+            code = 1
+        except OSError:
+            code = 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return {0: "connected", 1: "permission_denied", 2: "other_error"}.get(os.waitstatus_to_exitcode(status), "child_failed")
+
+
+@pytest.fixture
+def open_directory() -> Iterator[Path]:
+    """A directory every uid may enter, so that only the socket file's own owner and mode decide who connects."""
+    directory = Path(tempfile.mkdtemp(prefix="epg-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_only_the_agents_uid_and_root_can_connect_to_the_host_api_socket(open_directory: Path):
+    if os.geteuid() != 0:
+        pytest.fail("this test changes uid in a child and must run as root", pytrace=False)
+    sandbox = FakeSandbox()
+    records = RunDirectory(open_directory / "run")
+    records.create("benchmark: fake/balance-v0\n")
+    host = RunHost(records=records, sandbox=sandbox, benchmark=BENCHMARK, state=SessionState(budget()),
+                   pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
+    path = open_directory / "api.sock"
+    server = serve(host, TOKEN, path, owner=(AGENT_UID, AGENT_UID))
+    try:
+        info = path.stat()
+        assert (info.st_uid, info.st_mode & 0o777) == (AGENT_UID, 0o600)
+        assert [p.name for p in open_directory.iterdir() if p.name != "run"] == ["api.sock"]  # its private directory is gone
+        assert connect_as(OTHER_UID, path) == "permission_denied"
+        assert connect_as(AGENT_UID, path) == "connected"
+        client = SessionClient(socket_path=str(path), token=TOKEN, timeout_s=CALL_TIMEOUT_S)  # as root
+        try:
+            assert client.status()["episodes_used"] == 0
+        finally:
+            client.close()
+    finally:
+        server.stop(grace=None).wait(5)
+
+
+def test_without_an_owner_the_host_api_socket_is_the_hosts_own_and_closed_to_everyone_else(open_directory: Path):
+    if os.geteuid() != 0:
+        pytest.fail("this test changes uid in a child and must run as root", pytrace=False)
+    sandbox = FakeSandbox()
+    records = RunDirectory(open_directory / "run")
+    records.create("benchmark: fake/balance-v0\n")
+    host = RunHost(records=records, sandbox=sandbox, benchmark=BENCHMARK, state=SessionState(budget()),
+                   pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
+    path = open_directory / "api.sock"
+    server = serve(host, TOKEN, path)
+    try:
+        assert (path.stat().st_uid, path.stat().st_mode & 0o777) == (os.geteuid(), 0o600)
+        assert connect_as(AGENT_UID, path) == "permission_denied"
+        assert connect_as(OTHER_UID, path) == "permission_denied"
+    finally:
+        server.stop(grace=None).wait(5)
+
+
+class BlockingHost:
+    """A RunHostPort whose status() blocks until released, to hold calls open on the server."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.inside = 0
+        self.lock = threading.Lock()
+        self.state = SessionState(budget())
+
+    def status(self) -> Any:
+        with self.lock:
+            self.inside += 1
+        self.release.wait(CALL_TIMEOUT_S * 3)
+        return self.state.status()
+
+    def task(self) -> tuple[str, str, dict[str, Any]]:
+        return INSTRUCTIONS, BENCHMARK.id, {}
+
+    def feedback_path(self, submission_id: str) -> str:
+        return ""
+
+    def max_candidates(self) -> int:
+        return 2
+
+    def submit(self, selector: str) -> Any:
+        raise AssertionError("not called")
+
+    def finish(self, candidates: list[str]) -> tuple[str, ...]:
+        raise AssertionError("not called")
+
+
+def test_calls_beyond_the_concurrency_cap_are_refused_at_once_and_the_server_answers_again_after(open_directory: Path):
+    host = BlockingHost()
+    path = open_directory / "api.sock"
+    server = serve(host, TOKEN, path)  # the Run's own settings
+    channel = grpc.insecure_channel(f"unix:{path}")
+    stub = pb_grpc.HostApiStub(channel)
+    try:
+        held = [stub.GetStatus.future(pb.StatusRequest(), metadata=AUTHORIZED, timeout=CALL_TIMEOUT_S * 2)
+                for _ in range(MAX_CONCURRENT_RPCS)]
+        wait_until(lambda: host.inside >= 1)
+        began = time.monotonic()
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.GetStatus(pb.StatusRequest(), metadata=AUTHORIZED, timeout=CALL_TIMEOUT_S)
+        assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.monotonic() - began < CALL_TIMEOUT_S / 2, "the call beyond the cap waited instead of being refused"
+        host.release.set()
+        assert all(call.result().episodes_total == 10 for call in held)
+        assert stub.GetStatus(pb.StatusRequest(), metadata=AUTHORIZED, timeout=CALL_TIMEOUT_S).episodes_total == 10
+    finally:
+        host.release.set()
+        channel.close()
+        server.stop(grace=None).wait(5)
 
 
 # Requests gRPC would refuse itself ------------------------------------------------

@@ -185,6 +185,56 @@ def test_busy_refuses_a_second_submission_while_one_is_in_flight():
     assert "s0001" in message
 
 
+def test_a_closed_session_refuses_submissions_and_the_finish_as_session_closed_and_changes_nothing():
+    s = Logged(budget())
+    done = s.run("0:2", 1.0)
+    s.state.close()
+    assert s.state.closed
+    assert "ending" in rejected(s.state, SessionError.SESSION_CLOSED, s.state.admit, "2:4", DIGEST)
+    rejected(s.state, SessionError.SESSION_CLOSED, s.state.check, "2:4")
+    rejected(s.state, SessionError.SESSION_CLOSED, s.state.finish, [done])
+    s.state.close()  # twice is harmless
+    assert s.state.status().episodes_used == 2
+
+
+def test_closing_leaves_the_submission_in_flight_to_complete_or_void_and_a_finished_run_says_finished():
+    state = SessionState(budget())
+    running = state.admit("0:4", DIGEST)
+    state.close()
+    rejected(state, SessionError.SESSION_CLOSED, state.admit, "4:8", DIGEST)  # not busy: closed comes first
+    assert state.complete(running.id, 2.0, 0).state is SubmissionState.COMPLETED
+    finished = Logged(budget())
+    finished.finish([finished.run("0", 1.0)])
+    finished.state.close()
+    rejected(finished.state, SessionError.ALREADY_FINISHED, finished.state.admit, "1", DIGEST)
+
+
+def test_a_replayed_session_is_open_again_whatever_the_live_one_was():
+    s = Logged(budget())
+    s.run("0", 1.0)
+    s.state.close()
+    replayed = SessionState.replay(budget(), s.events)
+    assert not replayed.closed
+    assert replayed.admit("1", DIGEST).id == "s0002"
+
+
+@pytest.mark.parametrize("settle", ["complete", "void"])
+def test_waiting_until_settled_returns_as_soon_as_the_submission_in_flight_completes_or_is_voided(settle):
+    state = SessionState(budget())
+    assert state.wait_until_settled(0.0)  # nothing in flight
+    running = state.admit("0:4", DIGEST)
+    assert not state.wait_until_settled(0.0)
+    waited: list[bool] = []
+    waiter = threading.Thread(target=lambda: waited.append(state.wait_until_settled(60.0)))
+    waiter.start()
+    if settle == "complete":
+        state.complete(running.id, 1.0, 0)
+    else:
+        state.void(running.id)
+    waiter.join(10.0)
+    assert not waiter.is_alive() and waited == [True]
+
+
 def test_a_malformed_selector_is_refused():
     state = SessionState(budget())
     rejected(state, SessionError.INVALID_SELECTOR, state.admit, "3,2", DIGEST)
