@@ -19,8 +19,17 @@ from epg.v1 import host_api_pb2_grpc as pb_grpc
 ERROR_METADATA_KEY = "epg-error-code"
 DEFAULT_SOCKET = "/epg/host/api.sock"
 # Refusals gRPC answers itself, without an epg-error-code: the Host's transport refuses a request message over its
-# cap (1 MiB, far above the Host API's own limit) with RESOURCE_EXHAUSTED before the Host sees it.
+# cap (1 MiB, far above the Host API's own limit) with RESOURCE_EXHAUSTED before the Host sees it, and so it does a
+# call beyond the Host's cap on calls under way, which says so in its details (then the Host is "busy").
 UNCODED_REFUSALS = {grpc.StatusCode.RESOURCE_EXHAUSTED: "request_too_large"}
+CONCURRENCY_REFUSAL = "Concurrent RPC limit exceeded"
+
+
+def uncoded_refusal(status: grpc.StatusCode, details: str) -> str:
+    """The Host API code of a call gRPC refused itself: busy, request_too_large, or the gRPC status in lower case."""
+    if status is grpc.StatusCode.RESOURCE_EXHAUSTED and CONCURRENCY_REFUSAL in details:
+        return "busy"
+    return UNCODED_REFUSALS.get(status) or status.name.lower()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +66,7 @@ class SessionClient:
             response = getattr(self._stub, method)(request, metadata=metadata, timeout=self._timeout)
         except grpc.RpcError as exc:
             trailing = dict(exc.trailing_metadata() or ())
-            code = trailing.get(ERROR_METADATA_KEY) or UNCODED_REFUSALS.get(exc.code()) or exc.code().name.lower()
+            code = trailing.get(ERROR_METADATA_KEY) or uncoded_refusal(exc.code(), exc.details() or "")
             raise HostApiError(code=code, message=exc.details() or "") from None
         return MessageToDict(response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 

@@ -900,6 +900,9 @@ def test_calls_beyond_the_concurrency_cap_are_refused_at_once_and_the_server_ans
             stub.GetStatus(pb.StatusRequest(), metadata=AUTHORIZED, timeout=CALL_TIMEOUT_S)
         assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert time.monotonic() - began < CALL_TIMEOUT_S / 2, "the call beyond the cap waited instead of being refused"
+        with pytest.raises(HostApiError) as told:  # what the agent's client makes of it
+            SessionClient(str(path), TOKEN, timeout_s=CALL_TIMEOUT_S).status()
+        assert told.value.code == "busy"
         host.release.set()
         assert all(call.result().episodes_total == 10 for call in held)
         assert stub.GetStatus(pb.StatusRequest(), metadata=AUTHORIZED, timeout=CALL_TIMEOUT_S).episodes_total == 10
