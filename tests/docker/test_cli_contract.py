@@ -56,7 +56,7 @@ def test_spec_check_json_of_a_valid_spec():
     document = json_of(result := cli("spec", "check", "examples/cartpole.yaml", "--json"))
     assert result.returncode == 0
     assert document == {"spec": "examples/cartpole.yaml", "valid": True, "problems": [], "benchmark": "CartPole-v1",
-                        "agent": "hill-climb", "episodes": 96, "submissions": 12}
+                        "agent": "hill-climb", "episodes": 96, "submissions": 12, "relay": []}
 
 
 def test_spec_schema_is_the_json_schema_of_specs():
