@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker chromium images demo evaluate test lint unit bench bench-engine proto gc clean
+.PHONY: setup docker chromium images demo evaluate test lint unit bench bench-engine bench-diff proto gc clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ bench: setup docker
 
 bench-engine: setup docker
 	$(BIN)/python bench/engine_starts.py
+
+bench-diff: setup
+	$(BIN)/python bench/diff_bound.py
 
 proto: setup
 	$(BIN)/python scripts/gen-proto.py sdk
