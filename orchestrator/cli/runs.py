@@ -129,6 +129,8 @@ def runs_list(
     json_mode(as_json)
     if root is None:
         root = Path("runs")
+        if root.exists() and not root.is_dir():
+            usage("runs is not a directory: name the directory holding run directories")
     directories = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
                          and (RunDirectory(p).manifest_path.exists() or RunDirectory(p).events_path.exists())) if root.is_dir() else []
     rows = [run_summary(directory) for directory in directories]

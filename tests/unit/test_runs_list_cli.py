@@ -39,3 +39,11 @@ def test_runs_list_of_a_named_directory_that_does_not_exist_is_a_usage_error(tmp
     result = invoke("runs", "list", str(tmp_path / "typo"))
     assert result.exit_code == 2
     assert "Invalid value" in result.output and "Traceback" not in result.output
+
+
+def test_runs_list_with_a_file_named_runs_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("not a directory")
+    result = invoke("runs", "list", "--json")
+    assert result.exit_code == 2
+    assert "runs is not a directory" in result.output
