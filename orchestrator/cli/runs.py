@@ -117,16 +117,29 @@ def run_summary(directory: Path) -> dict[str, Any]:
 
 @runs_app.command("list")
 def runs_list(
-    root: Annotated[Path, typer.Argument(help="Directory holding run directories.", exists=True, file_okay=False)] = Path("runs"),
+    root: Annotated[Optional[Path], typer.Argument(help="Directory holding run directories (default: runs/).",
+                                                   metavar="DIR", exists=True, file_okay=False, show_default=False)] = None,
     as_json: Json = False,
 ) -> None:
-    """List run directories with their phase, terminal reason and assessment score; an unreadable one is marked, not fatal."""
+    """List run directories with their phase, terminal reason and assessment score; an unreadable one is marked, not fatal.
+
+    Before the first Run the default `runs/` does not exist: that lists no run (exit 0).
+    A DIR given that does not exist is a usage error.
+    """
     json_mode(as_json)
+    if root is None:
+        root = Path("runs")
+        if root.exists() and not root.is_dir():
+            usage("runs is not a directory: name the directory holding run directories")
     directories = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
-                         and (RunDirectory(p).manifest_path.exists() or RunDirectory(p).events_path.exists()))
+                         and (RunDirectory(p).manifest_path.exists() or RunDirectory(p).events_path.exists())) if root.is_dir() else []
     rows = [run_summary(directory) for directory in directories]
     if as_json:
         print_json({"root": str(root), "runs": rows})
+        return
+    if not rows:
+        out.print(f"No runs in {one_line(str(root))}{'' if root.is_dir() else ' (it does not exist yet)'}: "
+                  "`epg-orchestrate run SPEC` starts one.", highlight=False)
         return
     table = Table()
     for column in ("run", "benchmark", "agent", "phase", "terminal reason", "assessment"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from epg_sdk.readme import agent_section
 from orchestrator.kernel.ports import BenchmarkInfo
 from orchestrator.kernel.session import Budget
 
@@ -21,9 +22,15 @@ ALL_COMPLETED_CANDIDATES = (
 def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_completed_are_candidates: bool = False) -> str:
     """Return the Markdown instructions of a Run: rules, budget, selector grammar, public spec, README.
 
+    Of the Benchmark's README only the agent's part reaches the instructions (the blocks between
+    `<!-- agent:begin -->` and `<!-- agent:end -->`, or the whole README when it has no marker:
+    epg_sdk.readme.agent_section). The SDK's package_readme already cuts it; cutting again here
+    keeps the rule for a Benchmark that sets its readme by other means.
     all_completed_are_candidates: the Run validates every completed Submission (the spec's
     validation.candidates: all_completed) rather than the candidates the agent names.
+    Raises epg_sdk.readme.ReadmeMarkerError for a README whose agent markers are malformed.
     """
+    readme = agent_section(benchmark.readme).strip()
     per_submission = budget.max_episodes_per_submission or "no limit beyond the Episodes left"
     finish_rule = (
         "You may finish whenever you like."
@@ -94,5 +101,5 @@ Use `analysis/` for your own notes and scripts.
 
 ## The benchmark's README
 
-{benchmark.readme or "(none)"}
+{readme or "(none)"}
 """

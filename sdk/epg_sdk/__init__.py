@@ -40,6 +40,7 @@ _EXPORTS = {
     "check_benchmark": "epg_sdk.checks",
     "SPLITS": "epg_sdk.planning",
     "plan_seeds": "epg_sdk.planning",
+    "agent_section": "epg_sdk.readme",
     "package_readme": "epg_sdk.readme",
 }
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
 
 import pytest
 
+from epg_sdk.readme import AGENT_BEGIN, package_readme
 from orchestrator.images.catalogue import load_package
 from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
 
@@ -41,6 +43,15 @@ def test_generated_readme_and_tests_hold_the_real_spaces(tmp_path):
     assert action == {"type": "discrete", "n": 2, "start": 0}
 
 
+def test_generated_readme_gives_the_agent_its_contract_and_keeps_maintainer_sections_out(tmp_path):
+    made = new_gymnasium_package(tmp_path / "cp", "CartPole-v1", benchmark_id="MyCartPole-v1", name="my-cartpole")
+    agent = package_readme(str(made.root / "epg_env_my_cartpole" / "__init__.py"))
+    assert AGENT_BEGIN in (made.root / "README.md").read_text()
+    assert {"Observation", "Action", "Episode", "Failure", "Score", "Feedback"} <= _headings(agent)
+    assert not _headings(agent) & {"Baseline", "Tests", "Versions", "gymnasium's description"}
+    assert "`Discrete(2)`" in agent and "epg-orchestrate env new" not in agent
+
+
 def test_generated_package_passes_its_own_tests(tmp_path):
     made = new_gymnasium_package(tmp_path / "mc", "MountainCarContinuous-v0", benchmark_id="MyMountainCar-v0", name="my-mountaincar",
                                  failure_return=-100)
@@ -65,3 +76,7 @@ def test_an_existing_non_empty_directory_is_refused(tmp_path):
     with pytest.raises(ScaffoldError, match="not an empty directory"):
         new_gymnasium_package(tmp_path, "CartPole-v1", benchmark_id="X-v0", name="x")
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def _headings(markdown: str) -> set[str]:
+    return {m.group(1).strip() for m in re.finditer(r"^#{1,6} (.+)$", markdown, flags=re.MULTILINE)}

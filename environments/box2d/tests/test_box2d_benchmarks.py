@@ -36,6 +36,7 @@ def test_bipedal_spec(bipedal: Benchmark) -> None:
     assert action["low"].tolist() == [-1.0] * 4 and action["high"].tolist() == [1.0] * 4
     assert spec.parameters["hardcore"] is False and spec.parameters["start_x_m"] == pytest.approx(START_X, abs=1e-4)
     assert "BipedalWalker-v3" in spec.readme and "distance_m" in spec.readme
+    assert not {"## Programs", "## Measured"} & set(spec.readme.splitlines())
 
 
 def test_carracing_spec(carracing: Benchmark) -> None:
