@@ -113,6 +113,31 @@ def test_every_epg_orchestrate_command_named_in_readme_and_docs_exists() -> None
     assert unknown == []
 
 
+def test_every_option_in_a_command_line_of_readme_and_docs_belongs_to_its_command() -> None:
+    """The synopsis and every example command line in a code block: `--x` after `epg-orchestrate CMD` is CMD's option."""
+    commands = _commands()
+    wrong = []
+    lines = 0
+    for page in _pages():
+        for block in (match.group(0) for match in FENCE.finditer(page.read_text())):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0]
+                match = re.match(r"\s*(?:\S+/)?epg-orchestrate\s+([a-z][a-z-]*)(?:\s+([a-z][a-z-]*))?", line)
+                if not match:
+                    continue
+                path = " ".join(filter(None, match.groups()))
+                if path not in commands:
+                    path = match.group(1)
+                if path not in commands:
+                    continue  # an unknown command: test_every_epg_orchestrate_command_named_in_readme_and_docs_exists says so
+                lines += 1
+                known = {option for param in commands[path].params for option in getattr(param, "opts", [])} | {"--help"}
+                wrong += [f"{page.relative_to(ROOT)}: {path} {option}"
+                          for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line[match.end():]) if option not in known]
+    assert lines > 40
+    assert wrong == []
+
+
 def test_cli_reference_page_is_generated_by_its_directive_not_written_by_hand() -> None:
     text = CLI_PAGE.read_text()
     assert "::: mkdocs-click" in text
