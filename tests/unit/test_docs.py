@@ -42,12 +42,16 @@ def _commands() -> dict[str, click.Command]:
     """Every command path of epg-orchestrate ('run', 'images build', ...) and its click command."""
     found: dict[str, click.Command] = {}
 
-    def walk(command: click.Command, path: str) -> None:
-        for name, child in sorted(getattr(command, "commands", {}).items()):
+    def walk(command: click.Command, path: str, parent: click.Context | None) -> None:
+        if not hasattr(command, "list_commands"):
+            return  # a command, not a group
+        context = command.context_class(command, info_name=path.split(" ")[-1] or "epg-orchestrate", parent=parent)
+        for name in command.list_commands(context):  # the group's own listing, so a lazily loaded group is complete
+            child = command.get_command(context, name)
             found[f"{path} {name}".strip()] = child
-            walk(child, f"{path} {name}".strip())
+            walk(child, f"{path} {name}".strip(), context)
 
-    walk(typer.main.get_command(app), "")
+    walk(typer.main.get_command(app), "", None)
     return found
 
 
@@ -95,7 +99,7 @@ def test_every_relative_link_in_readme_and_docs_resolves() -> None:
 
 def test_every_epg_orchestrate_command_named_in_readme_and_docs_exists() -> None:
     commands = _commands()
-    groups = {path for path, command in commands.items() if isinstance(getattr(command, "commands", None), dict)}
+    groups = {path for path, command in commands.items() if hasattr(command, "list_commands")}
     unknown = []
     named = 0
     for page in _pages():
