@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker chromium images demo evaluate test lint unit bench bench-engine bench-diff proto gc clean
+.PHONY: setup docker chromium images demo evaluate test lint docs unit bench bench-engine bench-diff proto gc clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,11 +33,15 @@ demo: setup docker
 evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
-test: lint docker chromium
+test: lint docs docker chromium
 	$(BIN)/python -m pytest --durations=30
 
 lint: setup
 	$(BIN)/ruff check .
+
+# The docs site (mkdocs.yml): --strict, so a broken link or a stale reference fails `make test`.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 unit: setup
 	$(BIN)/python -m pytest -m 'not docker'
@@ -58,4 +62,4 @@ gc: setup docker
 	$(BIN)/epg-orchestrate gc
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .site
