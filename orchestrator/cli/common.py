@@ -24,7 +24,7 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 class ExitCode(IntEnum):
-    """Every command's exit status (README, "Exit status")."""
+    """Every command's exit status (docs/commands.md, "Exit status")."""
 
     OK = 0
     BAD_INPUT = 1  # a spec, Program, path, name or record the user gave is wrong; or a check the command ran failed
