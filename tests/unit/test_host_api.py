@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.message import DecodeError
+from support.other_uid import AGENT_UID, OTHER_UID, connect_as
 
 from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
@@ -776,32 +776,6 @@ def test_the_settle_timeout_is_the_submissions_episodes_lane_by_lane_at_their_lo
 
 
 # Who can reach the Host API at all ---------------------------------------------------
-OTHER_UID = 54321
-AGENT_UID = 10001
-
-
-def connect_as(uid: int, path: Path) -> str:
-    """Connect to path from a child that dropped to uid (and no groups); return "connected" or the errno's name."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 3
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-                probe.connect(str(path))
-            code = 0
-        except PermissionError:
-            code = 1
-        except OSError:
-            code = 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return {0: "connected", 1: "permission_denied", 2: "other_error"}.get(os.waitstatus_to_exitcode(status), "child_failed")
-
-
 @pytest.fixture
 def open_directory() -> Iterator[Path]:
     """A directory every uid may enter, so that only the socket file's own owner and mode decide who connects."""
@@ -825,7 +799,7 @@ def test_only_the_agents_uid_and_root_can_connect_to_the_host_api_socket(open_di
         info = path.stat()
         assert (info.st_uid, info.st_mode & 0o777) == (AGENT_UID, 0o600)
         assert [p.name for p in open_directory.iterdir() if p.name != "run"] == ["api.sock"]  # its private directory is gone
-        assert connect_as(OTHER_UID, path) == "permission_denied"
+        assert connect_as(OTHER_UID, path) == "refused: PermissionError"
         assert connect_as(AGENT_UID, path) == "connected"
         client = SessionClient(socket_path=str(path), token=TOKEN, timeout_s=CALL_TIMEOUT_S)  # as root
         try:
@@ -848,8 +822,8 @@ def test_without_an_owner_the_host_api_socket_is_the_hosts_own_and_closed_to_eve
     server = serve(host, TOKEN, path)
     try:
         assert (path.stat().st_uid, path.stat().st_mode & 0o777) == (os.geteuid(), 0o600)
-        assert connect_as(AGENT_UID, path) == "permission_denied"
-        assert connect_as(OTHER_UID, path) == "permission_denied"
+        assert connect_as(AGENT_UID, path) == "refused: PermissionError"
+        assert connect_as(OTHER_UID, path) == "refused: PermissionError"
     finally:
         server.stop(grace=None).wait(5)
 

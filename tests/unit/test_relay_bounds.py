@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.relay_harness import FakeUpstream, Relays, clear_proxy_variables, post, read_records, serving
+from support.relay_harness import Relays, post, read_records
 
 from orchestrator.relay.bounds import RelayBounds
 from orchestrator.relay.policy import RelayPolicy, StaticCredential
@@ -20,13 +20,6 @@ from orchestrator.relay.record import SUMMARY_ROOM
 from orchestrator.relay.server import ModelRelay
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture
-def upstream(monkeypatch):
-    clear_proxy_variables(monkeypatch)
-    with serving(FakeUpstream()) as server:
-        yield server
 
 
 @pytest.fixture

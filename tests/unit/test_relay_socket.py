@@ -7,12 +7,10 @@ import socket
 import stat
 
 import pytest
+from support.other_uid import AGENT_UID, OTHER_UID, as_uid
 from support.relay_harness import FakeUpstream, Relays, clear_proxy_variables, serving
 
 from orchestrator.relay.policy import RelayPolicy, StaticCredential
-
-AGENT_UID = 10001  # the uid a root Host runs the agent as (run.agent_container.AGENT_UID)
-OTHER_UID = 54321  # a uid nothing on this machine uses
 
 
 @pytest.fixture
@@ -31,34 +29,16 @@ def start(monkeypatch):
 
 
 def status_as(uid: int, path: str) -> str:
-    """In a child that has become uid (and its gid, no other groups): connect to path and POST /v1/echo.
+    """As uid: connect to path and POST /v1/echo; the answer's status line, or "refused: ERRNO-NAME"."""
 
-    Returns "refused: ERRNO-NAME" when the connection is refused, else the answer's status line.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: only system calls, then _exit
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    def post() -> str:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(5)
-            try:
-                client.connect(path)
-            except OSError as exc:
-                os.write(write_end, f"refused: {type(exc).__name__}".encode())
-            else:
-                client.sendall(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
-                os.write(write_end, client.recv(4096).split(b"\r\n", 1)[0])
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        said = reader.read().decode()
-    os.waitpid(pid, 0)
-    return said
+            client.connect(path)
+            client.sendall(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            return client.recv(4096).split(b"\r\n", 1)[0].decode()
+
+    return as_uid(uid, post)
 
 
 def test_the_relay_socket_refuses_another_uid_and_admits_the_agents(start):

@@ -7,19 +7,12 @@ import json
 import threading
 
 import pytest
-from support.relay_harness import FakeUpstream, Relays, clear_proxy_variables, post, read_records, serving
+from support.relay_harness import Relays, post, read_records
 
 from orchestrator.relay.policy import RelayPolicy, StaticCredential, path_allowed, unmetered_reason
 from orchestrator.relay.spend import TokenLedger, output_cap, reservation
 from orchestrator.run.relay_setup import relay_policy
 from orchestrator.run.spec import RunSpec
-
-
-@pytest.fixture
-def upstream(monkeypatch):
-    clear_proxy_variables(monkeypatch)
-    with serving(FakeUpstream()) as server:
-        yield server
 
 
 @pytest.fixture

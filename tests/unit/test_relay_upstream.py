@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.relay_harness import FakeUpstream, Relays, clear_proxy_variables, free_port, read_records, serving
+from support.relay_harness import FakeUpstream, Relays, free_port, read_records, serving
 
 from orchestrator.relay.http_body import BodyError, read_request_body
 from orchestrator.relay.policy import RelayPolicy, StaticCredential
@@ -26,14 +26,6 @@ def _load_fake(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def upstream(monkeypatch):
-    """The fake upstream (/echo, /stall, /stall-mid, /big); proxy variables cleared unless a test sets them."""
-    clear_proxy_variables(monkeypatch)
-    with serving(FakeUpstream()) as server:
-        yield server
 
 
 @pytest.fixture
