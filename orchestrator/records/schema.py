@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -80,3 +81,15 @@ def parse_record(path: Path, data: bytes, schema: str | None = None) -> dict[str
     if schema is not None and found is not None and found != schema:
         raise RecordError(path, f"schema {found!r}, expected {schema!r}")
     return document
+
+
+def finite_number(value: Any) -> float | None:
+    """A number read from a record as a finite float; None for anything else (NaN, infinities, a bool, a string, an
+    integer past a float's range): a record is not trusted to hold a number where one belongs."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

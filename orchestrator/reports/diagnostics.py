@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.kernel.program import Program, ProgramError
+from orchestrator.records.schema import finite_number
 from orchestrator.reports.diffs import program_changes
 from orchestrator.reports.run_records import RunRecords, SubmissionRecord, stored_program
 
@@ -141,8 +142,8 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
         budget_episodes=budget.get("episodes") if isinstance(budget.get("episodes"), int) else None,
         episodes_spent=spent, submissions=tuple(points), candidates=tuple(candidate_results(run)),
         best_so_far_auc=area if scored else None, best_so_far_mean=(area / counted) if scored and counted else None,
-        gain_per_submission=gain_per, initial_assessment_score=_number(assessment.get("initial_program_score")),
-        assessment_score=_number(assessment.get("score")), selected=_selected(run), terminal_reason=run.manifest.get("terminal_reason"),
+        gain_per_submission=gain_per, initial_assessment_score=finite_number(assessment.get("initial_program_score")),
+        assessment_score=finite_number(assessment.get("score")), selected=_selected(run), terminal_reason=run.manifest.get("terminal_reason"),
     )
 
 
@@ -150,12 +151,12 @@ def candidate_results(run: RunRecords) -> list[CandidateResult]:
     """Every Validation candidate with its train and Validation score, and the Assessment score of the selected one."""
     validation = run.validation or {}
     selected = _selected(run)
-    scores = {str(r.get("submission_id")): _number(r.get("score")) for r in validation.get("results", []) if isinstance(r, dict)}
+    scores = {str(r.get("submission_id")): finite_number(r.get("score")) for r in validation.get("results", []) if isinstance(r, dict)}
     if not scores:
         manifest_validation = run.manifest.get("validation") if isinstance(run.manifest.get("validation"), dict) else {}
         recorded = manifest_validation.get("scores") if isinstance(manifest_validation.get("scores"), dict) else {}
-        scores = {str(k): _number(v) for k, v in recorded.items()}
-    assessment = _number((run.manifest.get("assessment") or {}).get("score")) if isinstance(run.manifest.get("assessment"), dict) else None
+        scores = {str(k): finite_number(v) for k, v in recorded.items()}
+    assessment = finite_number((run.manifest.get("assessment") or {}).get("score")) if isinstance(run.manifest.get("assessment"), dict) else None
     results = []
     for submission_id in [str(c) for c in validation.get("candidates", scores.keys())]:
         record = run.submission(submission_id)
@@ -207,17 +208,6 @@ def _program(run: RunRecords, digest: str, fallback: str | None = None) -> Progr
 def _selected(run: RunRecords) -> str | None:
     final = run.manifest.get("final")
     return str(final["submission_id"]) if isinstance(final, dict) and final.get("submission_id") else None
-
-
-def _number(value: Any) -> float | None:
-    """value as a finite float, else None (NaN, infinities and integers past a float's range included)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _finite(value: Any) -> Any:

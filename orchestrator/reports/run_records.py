@@ -9,7 +9,6 @@ Nothing here reads `private/`: callers that need the hidden plans (replay) plan 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from orchestrator.kernel.program import Program, ProgramError, ProgramErrorCode, capture_program_at
 from orchestrator.records import safe_read, schema
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.records.schema import finite_number
 
 MAX_TASK_BYTES = 1024 * 1024
 MAX_SUBMISSION_RECORDS_BYTES = 1 << 30  # every submissions/*/record.json of one Run together
@@ -46,14 +46,7 @@ class SubmissionRecord:
     @property
     def score(self) -> float | None:
         """Its score; None when the record holds none, or no finite number (a record is not trusted to hold one)."""
-        score = self.feedback.get("score")
-        if not isinstance(score, (int, float)) or isinstance(score, bool):
-            return None
-        try:
-            value = float(score)
-        except OverflowError:
-            return None
-        return value if math.isfinite(value) else None
+        return finite_number(self.feedback.get("score"))
 
     @property
     def episodes(self) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ with their spread; a repeat without a score is counted as missing.
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from typing import Any
 from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.records.schema import finite_number
 from orchestrator.suite.directory import SuiteDirectory
 from orchestrator.suite.ranking import BenchmarkScores, Placing, Standing, standings
 
@@ -131,19 +131,8 @@ def read_run(directory: SuiteDirectory, planned: dict[str, Any]) -> RunRow:
     direction = metric.get("direction") if metric.get("direction") in ("maximize", "minimize") else None
     reason = manifest.get("terminal_reason")
     return RunRow(**base, phase=str(manifest.get("phase") or "agent"), terminal_reason=None if reason is None else str(reason),
-                  score=_finite(score), direction=direction, problems=tuple(missing_records(records, manifest)),
-                  unscored=f"held-out score {score!r} is not a finite number" if _finite(score) is None and score is not None else None)
-
-
-def _finite(value: Any) -> float | None:
-    """value as a finite float; None for anything else (NaN, infinities, a bool, a string, an integer past floats)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
+                  score=finite_number(score), direction=direction, problems=tuple(missing_records(records, manifest)),
+                  unscored=f"held-out score {score!r} is not a finite number" if finite_number(score) is None and score is not None else None)
 
 
 def missing_records(records: RunDirectory, manifest: dict[str, Any]) -> list[str]:
