@@ -351,7 +351,10 @@ class _Handler(BaseHTTPRequestHandler):
             send(0x2, b"\x03" + json.dumps(status).encode())
             send(0x8, struct.pack(">H", 1000))
         except OSError:
-            pass  # the client hung up first
+            try:  # the session broke: tell the client, as an API server closes the stream
+                send(0x8, struct.pack(">H", 1011))
+            except OSError:
+                pass  # the client hung up first
         finally:
             session.close()
 

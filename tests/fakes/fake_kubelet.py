@@ -109,8 +109,10 @@ class _Exec:
     def __init__(self, engine: DockerEngine, container_id: str, command: list[str]) -> None:
         self._api = engine.client.api
         self._id = self._api.exec_create(container_id, command, stdin=True, stdout=True, stderr=True)["Id"]
-        raw = self._api.exec_start(self._id, socket=True)
-        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        # Held for the session's life: docker-py's socket wrapper keeps the HTTP response, whose collection (at any
+        # garbage collection) would close the hijacked socket under a running exec.
+        self._raw = self._api.exec_start(self._id, socket=True)
+        self._sock: socket.socket = getattr(self._raw, "_sock", self._raw)
 
     def write_stdin(self, data: bytes) -> None:
         self._sock.sendall(data)
