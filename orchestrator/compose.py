@@ -77,17 +77,21 @@ def reap_orphans(engine: DockerEngine) -> ReapReport:
 
 
 def reap_cluster_orphans(cluster: Cluster) -> ClusterReapReport:
-    """Reap the cluster objects that orchestrator processes of this host left behind when they died."""
+    """Reap the cluster objects of orchestrator processes whose heartbeat Leases went stale (on any host: the owner
+    label is unique per process, and a pid says nothing about another machine that shares this hostname).
+
+    Raises InfrastructureError when the API server does not answer.
+    """
     from orchestrator.backends.kubernetes.cluster import ClusterReapReport
+    from orchestrator.backends.kubernetes.owners import cluster_stale_owners
 
     total = ClusterReapReport()
-    for owner in cluster.label_values(label_selector(), OWNER):
-        host, _, pid = owner.rpartition("_")  # the owner label is host_pid (labels cannot hold ':')
-        if owner and owner_is_dead(f"{host}:{pid}"):
-            report = cluster.reap(label_selector(owner=owner))
-            total.pods += report.pods
-            total.network_policies += report.network_policies
-            total.errors += report.errors
+    for owner in sorted(cluster_stale_owners(cluster)):
+        report = cluster.reap(label_selector(owner=owner))
+        total.pods += report.pods
+        total.network_policies += report.network_policies
+        total.leases += report.leases
+        total.errors += report.errors
     return total
 
 

@@ -2,6 +2,8 @@
 
 Whole Episodes, a Run and a killed Run's cleanup go through the backend; the
 outcomes are compared with the Docker sandbox's for the same Program, seed and Episodes.
+The hostile cases: a policy flooding its output, an evicted Episode Pod, a
+cluster that ignores NetworkPolicy, and another machine of the same hostname.
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -22,13 +27,26 @@ import pytest
 import yaml
 from k8s_fixtures import load_fake
 
+from epg_sdk.codes import EpisodeStatus
 from orchestrator.backends.kubernetes.cluster import Cluster
+from orchestrator.backends.kubernetes.digests import registry_resolver
 from orchestrator.backends.kubernetes.hardening import hardening_problems
-from orchestrator.backends.kubernetes.manifests import SUPPORTED_VERSIONS, ClusterSettings, ClusterTarget, PodImages
+from orchestrator.backends.kubernetes.manifests import (
+    SUPPORTED_VERSIONS,
+    ClusterSettings,
+    ClusterTarget,
+    PodImages,
+    heartbeat_lease,
+    label_selector,
+    label_value,
+)
+from orchestrator.backends.kubernetes.owners import micro_time
 from orchestrator.backends.kubernetes.relay import UNPACK
-from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
-from orchestrator.backends.labels import SCOPE, LabelSet, owner_id, selector
+from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox, NetworkPolicyNotEnforced
+from orchestrator.backends.labels import OWNER, SCOPE, LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.compose import reap_cluster_orphans
+from orchestrator.images import registry as registries
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
@@ -148,7 +166,8 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     assert len(uploads) == 5 and len(set(uploads)) == 5
     # Every object the backend made: valid, hardened, labelled; none left after the sandbox closed.
     created = [obj for _, kind, kind_type, obj in api.store.events[first:] if kind_type == "ADDED"]
-    assert {obj["kind"] for obj in created} == {"Pod", "NetworkPolicy"}
+    assert {obj["kind"] for obj in created} == {"Pod", "NetworkPolicy", "Lease"}
+    assert any(obj["metadata"]["name"] == f"epg-probe-{session}" for obj in created)  # the NetworkPolicy probe ran, and passed
     for obj in created:
         body = {key: value for key, value in obj.items() if key != "status"}
         body["metadata"] = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels")}
@@ -220,13 +239,23 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
     process.send_signal(signal.SIGKILL)
     process.wait()
     labelled = [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope]
-    assert {o["kind"] for o in labelled} == {"Pod", "NetworkPolicy"}, "the killed Run left its objects"
+    assert {o["kind"] for o in labelled} == {"Pod", "NetworkPolicy", "Lease"}, "the killed Run left its objects"
 
-    for backend in ("kubernetes", "docker"):  # the cluster's Pods, then the Run's local agent container
-        gc = _cli(["gc", "--backend", backend, "--namespace", NAMESPACE, "--json"], scope, kubeconfig,
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        stdout, stderr = gc.communicate(timeout=120)
-        assert gc.returncode == 0, stderr
+    def gc(backend: str) -> dict:
+        done = _cli(["gc", "--backend", backend, "--namespace", NAMESPACE, "--json"], scope, kubeconfig,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout, stderr = done.communicate(timeout=120)
+        assert done.returncode == 0, stderr
+        return json.loads(stdout)
+
+    # Its heartbeat is still fresh: for all gc knows, the Run lives on another machine.
+    assert gc("kubernetes")["pods"] == 0
+    assert len([o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope]) == len(labelled)
+    stale = micro_time(datetime.now(timezone.utc) - timedelta(minutes=5))  # five minutes later, nobody having renewed it
+    for lease in (o for o in labelled if o["kind"] == "Lease"):
+        api.store.update("Lease", NAMESPACE, lease["metadata"]["name"], lambda obj: obj["spec"].update(renewTime=stale))
+    assert gc("kubernetes")["pods"] >= 1
+    gc("docker")  # the Run's local agent container
     assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope] == []
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
     workspace_fs.release(tmp_path / "run" / "workspace")  # the mount SIGKILL leaves for `run --resume`
@@ -245,3 +274,142 @@ def test_evaluate_with_backend_kubernetes_runs_on_the_cluster(tmp_path, fake_clu
     pods = {obj["metadata"]["name"] for _, kind, kind_type, obj in api.store.events[first:] if kind == "Pod" and kind_type == "ADDED"}
     assert sum(name.startswith("epg-ep-") for name in pods) >= 2 and sum(name.startswith("epg-ctl-") for name in pods) == 1
     assert document["images"]["environment"]["id"].startswith("sha256:")  # as the cluster reported it
+
+
+# The hostile cases -------------------------------------------------------------------------------------------------------
+
+FLOODING = """
+import os
+
+def make_policy(context):
+    chunk = b"x" * 65536
+    for _ in range(1600):  # 100 MiB on each descriptor, past the container's 64 MiB of ephemeral storage
+        for fd in (1, 2):
+            try:
+                os.write(fd, chunk)
+            except OSError:
+                pass
+    print("flooded")
+    class Policy:
+        def act(self, observation):
+            return 0
+    return Policy()
+"""
+
+SLOW = """
+import time
+
+def make_policy(context):
+    class Policy:
+        def act(self, observation):
+            time.sleep(0.3)
+            return 0
+    return Policy()
+"""
+
+
+def _session_pods(api, session: str, prefix: str) -> list[str]:
+    return [name for name, _, command in api.kubelet.execs if name.startswith(f"{prefix}{session}") and UNPACK in command]
+
+
+def test_a_policy_flooding_its_output_cannot_get_its_pod_evicted(k8s_sandbox, write_program, fake_cluster):
+    api, _ = fake_cluster
+    with k8s_sandbox() as sandbox:
+        (episode,) = evaluate_program(sandbox, capture_program(write_program(FLOODING)), split="train", seed=7, episodes=1).feedback.episodes
+        session = sandbox.labels.session
+    assert [name for name, _ in api.kubelet.evictions if session in name] == []
+    assert episode.status is EpisodeStatus.COMPLETED and "flooded" in episode.output_tail
+
+
+def test_a_cluster_that_does_not_enforce_network_policy_is_refused_at_start(k8s_sandbox, fake_cluster, scope):
+    api, _ = fake_cluster
+    api.kubelet.network_policy_enforced = False  # a CNI that ignores NetworkPolicy: Pods reach the API server
+    try:
+        with pytest.raises(NetworkPolicyNotEnforced, match="does not enforce NetworkPolicy") as refused:
+            with k8s_sandbox():
+                pass
+    finally:
+        api.kubelet.network_policy_enforced = True
+    assert f"reached: 127.0.0.1:{api.url.rsplit(':', 1)[1]}" in refused.value.message
+    assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope] == []
+    with k8s_sandbox():  # the same cluster, enforcing: the probe passes
+        pass
+
+
+def test_the_reaper_leaves_a_same_named_hosts_live_pods_alone_and_reaps_a_stale_owners(fake_cluster, scope):
+    api, kubeconfig = fake_cluster
+    cluster = Cluster.connect(ClusterTarget(kubeconfig=str(kubeconfig), namespace=NAMESPACE))
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid of this host that no longer runs: all the old reaper looked at
+    host = label_value(socket.gethostname())[:30]
+    owners = {"twin": f"{host}_{dead.pid}_{secrets.token_hex(6)}", "stale": f"{host}_{dead.pid}_{secrets.token_hex(6)}",
+              "legacy": f"{host}_{dead.pid}"}
+    now = datetime.now(timezone.utc)
+    renewed = {"twin": now - timedelta(seconds=5), "stale": now - timedelta(minutes=10)}
+    for role, owner in owners.items():
+        labels = LabelSet(session=secrets.token_hex(6), owner=owner, scope=scope)
+        # Pods of another machine: the API server holds them, no kubelet here runs them.
+        api.store.add("Pod", {"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Running"},
+                              "metadata": {"name": f"epg-ep-{labels.session}-000001", "namespace": NAMESPACE,
+                                           "labels": labels.for_role("episode")}})
+        if role in renewed:
+            cluster.create(heartbeat_lease(name=f"epg-hb-{labels.session}", labels=labels.for_role("heartbeat"), namespace=NAMESPACE,
+                                           holder=owner, duration_s=30, renew_time=micro_time(renewed[role])))
+    try:
+        report = reap_cluster_orphans(cluster)
+        left = {o["metadata"]["labels"][OWNER] for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope}
+        assert left == {owners["twin"], owners["legacy"]}
+        assert (report.pods, report.leases, report.errors) == (1, 1, [])
+    finally:
+        cluster.reap(label_selector(scope=scope))
+
+
+@pytest.fixture(scope="module")
+def loopback_registry(tmp_path_factory) -> Iterator[str]:
+    """Debian's docker-registry on 127.0.0.1:PORT (tests/docker/test_registry.py installs it when missing)."""
+    binary = shutil.which("docker-registry") or pytest.fail("docker-registry is not installed (apt-get install docker-registry)",
+                                                            pytrace=False)
+    directory = tmp_path_factory.mktemp("registry")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    (directory / "config.yml").write_text(f"version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {directory / 'data'}}}}}\n"
+                                          f"http: {{addr: {address}}}\n")
+    process = subprocess.Popen([binary, "serve", str(directory / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", int(address.rsplit(":", 1)[1])), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("docker-registry did not start", pytrace=False)
+                time.sleep(0.2)
+        yield address
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def test_pods_name_registry_images_by_the_digest_the_registry_resolved(fake_cluster, loopback_registry, engine, images, builder,
+                                                                       write_program, scope):
+    api, kubeconfig = fake_cluster
+    package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
+    local = {"environment": images[package.image], "policy_runtime": images["policy-runtime"]}
+    registries.push(engine.client, loopback_registry, [(name, tag) for name, tag in local.items()], lambda message: None)
+    expected = {name: registry_resolver()(f"{loopback_registry}/{tag}") for name, tag in local.items()}
+    assert all(reference.startswith(f"{loopback_registry}/epg/") and "@sha256:" in reference for reference in expected.values())
+    cluster = Cluster.connect(ClusterTarget(kubeconfig=str(kubeconfig), namespace=NAMESPACE))
+    pod_images = PodImages(environment=f"{loopback_registry}/{local['environment']}",
+                           policy_runtime=f"{loopback_registry}/{local['policy_runtime']}", benchmark_entry=entry)
+    first = len(api.store.events)
+    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    with KubernetesSandbox(cluster, pod_images, labels=labels, tuning=SandboxTuning(concurrency=1, pool_size=1),
+                           settings=ClusterSettings(namespace=NAMESPACE)) as sandbox:
+        (episode,) = evaluate_program(sandbox, capture_program(write_program(SLOW)), split="train", seed=7, episodes=1).feedback.episodes
+    assert episode.status is EpisodeStatus.COMPLETED
+    pods = [obj for _, kind, kind_type, obj in api.store.events[first:] if kind == "Pod" and kind_type == "ADDED"]
+    named = {(c["name"], c["image"]) for pod in pods for c in pod["spec"]["containers"]}
+    assert {"runner", "policy", "probe"} <= {name for name, _ in named}
+    assert {image for _, image in named} == set(expected.values())  # every Pod, every container: by digest, never the tag

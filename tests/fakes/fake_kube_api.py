@@ -1,10 +1,12 @@
 """A fake Kubernetes API server on loopback, for tests only: what the Kubernetes backend uses, and no more.
 
 Serves Pods (create, get, list, watch, delete, log, exec over the v4 channel
-protocol) and NetworkPolicies (create, list, delete) of any namespace, with
-equality label selectors and the metadata.name field selector. Its kubelet
-(fake_kubelet.py) runs each Pod's containers as local Docker containers with
-the hardened Docker spec. Nothing here is a product feature.
+protocol), NetworkPolicies (create, list, delete) and Leases (create, get,
+list, merge patch, delete) of any namespace, with equality label selectors and
+the metadata.name field selector. Its kubelet (fake_kubelet.py) runs each Pod's
+containers as local Docker containers with the hardened Docker spec, and is
+told the server's loopback address as the `kubernetes` Service's. Nothing here
+is a product feature.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from urllib.parse import parse_qs, urlparse
 
 _POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(?:/(exec|log))?$")
 _NETPOL_PATH = re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/networkpolicies(?:/([^/]+))?$")
+_LEASE_PATH = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
+_API_VERSIONS = {"Pod": "v1", "NetworkPolicy": "networking.k8s.io/v1", "Lease": "coordination.k8s.io/v1"}
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -118,6 +122,7 @@ class FakeKubeApi:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-kube-api", daemon=True)
         self._thread.start()
+        kubelet.service_address = ("127.0.0.1", self._server.server_address[1])
 
     @property
     def url(self) -> str:
@@ -172,6 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
             return "Pod", match.group(1), match.group(2), match.group(3), query
         if match := _NETPOL_PATH.match(parsed.path):
             return "NetworkPolicy", match.group(1), match.group(2), None, query
+        if match := _LEASE_PATH.match(parsed.path):
+            return "Lease", match.group(1), match.group(2), None, query
         self._status(404, "NotFound", f"the fake serves no {parsed.path}")
         return None
 
@@ -221,8 +228,22 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("watch", ["false"])[0] in ("true", "True", "1"):
             return self._watch(kind, namespace, labels, fields, float(query.get("timeoutSeconds", ["30"])[0]))
         version, items = store.select(kind, namespace, labels, fields)
-        self._send_json(200, {"apiVersion": "v1" if kind == "Pod" else "networking.k8s.io/v1", "kind": f"{kind}List",
+        self._send_json(200, {"apiVersion": _API_VERSIONS[kind], "kind": f"{kind}List",
                               "metadata": {"resourceVersion": str(version)}, "items": items})
+
+    def do_PATCH(self) -> None:
+        """A merge patch (RFC 7386) of one Lease, whatever the Content-Type says."""
+        route = self._route()
+        if route is None:
+            return
+        kind, namespace, name, _, _ = route
+        if kind != "Lease" or name is None:
+            return self._status(405, "MethodNotAllowed", "the fake patches single Leases only")
+        patch = self._body()
+        if self.server_api.store.get(kind, namespace, name) is None:
+            return self._status(404, "NotFound", f"{kind} {name} not found")
+        self.server_api.store.update(kind, namespace, name, lambda obj: _merge(obj, patch))
+        self._send_json(200, self.server_api.store.get(kind, namespace, name))
 
     def do_DELETE(self) -> None:
         route = self._route()
@@ -330,9 +351,22 @@ class _Handler(BaseHTTPRequestHandler):
             send(0x2, b"\x03" + json.dumps(status).encode())
             send(0x8, struct.pack(">H", 1000))
         except OSError:
-            pass  # the client hung up first
+            try:  # the session broke: tell the client, as an API server closes the stream
+                send(0x8, struct.pack(">H", 1011))
+            except OSError:
+                pass  # the client hung up first
         finally:
             session.close()
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
 
 
 def _read_frame(stream: Any) -> tuple[int, bytes] | None:

@@ -8,12 +8,24 @@ kubelet makes them), readOnly mounts read-only. Every container gets no
 network at all, which is stricter than a Pod under a deny-all NetworkPolicy
 (its containers share the Pod's loopback; ours do not, and nothing of ours
 listens on TCP). runtimeClassName "gvisor" maps to runsc. A monitor thread turns
-Docker states into containerStatuses. Nothing here is a product feature.
+Docker states into containerStatuses.
+
+What a kubelet does that the backend's safety rests on, the fake does too:
+every container gets KUBERNETES_SERVICE_HOST and _PORT (the fake API server's
+loopback address); a container's log counts against its `ephemeral-storage`
+limit, and a Pod whose container logs more is evicted (phase Failed, reason
+Evicted, the kubelet's message), as `evict()` does on demand; an image named
+by a loopback registry is pulled when the engine lacks it. Setting
+`network_policy_enforced = False` stands for a CNI that ignores NetworkPolicy:
+Pods created afterwards share the host's network namespace, so they reach the
+fake API server on 127.0.0.1 (and nothing but loopback is ever addressed).
+Nothing here is a product feature.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import struct
@@ -23,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from orchestrator.backends.container_spec import BindMount, ContainerSpec
+from orchestrator.backends.container_spec import BindMount, ContainerSpec, to_docker_kwargs
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import MANAGED
 
@@ -44,8 +56,10 @@ def _nano_cpus(quantity: str) -> int:
     return int(quantity[:-1]) * 1_000_000 if quantity.endswith("m") else int(float(quantity) * 1e9)
 
 
-def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: dict[str, Path], pids_limit: int) -> ContainerSpec:
-    """The hardened Docker spec of one container of pod (pure apart from the volume directories given)."""
+def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: dict[str, Path], pids_limit: int,
+                   service: tuple[str, int] | None = None) -> ContainerSpec:
+    """The hardened Docker spec of one container of pod (pure apart from the volume directories given); service is the
+    API server's address the kubelet puts in every container's environment."""
     volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
     context = container.get("securityContext") or {}
     tmpfs: dict[str, str] = {}
@@ -63,6 +77,11 @@ def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: 
             mounts.append(BindMount(source=str(volume_dirs[mount["name"]]), target=mount["mountPath"],
                                     read_only=bool(mount.get("readOnly"))))
     limits = container["resources"]["limits"]
+    environment = {e["name"]: e["value"] for e in container.get("env", [])}
+    if service is not None:
+        environment.update(KUBERNETES_SERVICE_HOST=service[0], KUBERNETES_SERVICE_PORT=str(service[1]))
+    # The log may outgrow the ephemeral-storage limit (a kubelet rotates logs only every few seconds): the monitor sees it.
+    log_max = 4 * _bytes(limits.get("ephemeral-storage", "16Mi")) + (1 << 20)
     return ContainerSpec(
         image=container["image"],
         command=tuple(container["command"]),
@@ -75,7 +94,8 @@ def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: 
         memory_bytes=_bytes(limits["memory"]),
         nano_cpus=_nano_cpus(limits["cpu"]),
         pids_limit=pids_limit,
-        environment={e["name"]: e["value"] for e in container.get("env", [])},
+        environment=environment,
+        log_max_bytes=log_max,
         working_dir=container.get("workingDir", "/"),
         name=f"fake-{pod['metadata']['name']}-{container['name']}",
         hostname=container["name"],
@@ -89,8 +109,10 @@ class _Exec:
     def __init__(self, engine: DockerEngine, container_id: str, command: list[str]) -> None:
         self._api = engine.client.api
         self._id = self._api.exec_create(container_id, command, stdin=True, stdout=True, stderr=True)["Id"]
-        raw = self._api.exec_start(self._id, socket=True)
-        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        # Held for the session's life: docker-py's socket wrapper keeps the HTTP response, whose collection (at any
+        # garbage collection) would close the hijacked socket under a running exec.
+        self._raw = self._api.exec_start(self._id, socket=True)
+        self._sock: socket.socket = getattr(self._raw, "_sock", self._raw)
 
     def write_stdin(self, data: bytes) -> None:
         self._sock.sendall(data)
@@ -149,6 +171,9 @@ class FakeKubelet:
         self.execs: list[tuple[str, str, tuple[str, ...]]] = []  # (Pod, container, command) of every exec, for assertions
         self._closed = threading.Event()
         self._monitor = threading.Thread(target=self._monitor_loop, name="fake-kubelet", daemon=True)
+        self.service_address: tuple[str, int] | None = None  # set by the fake API server
+        self.network_policy_enforced = True
+        self.evictions: list[tuple[str, str]] = []  # (Pod, message) of every eviction, for assertions
 
     def attach(self, store: Any) -> None:
         self._store = store
@@ -162,7 +187,7 @@ class FakeKubelet:
     def _start_pod(self, pod: dict[str, Any]) -> None:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         directory = self._root / f"{namespace}-{name}"
-        record: dict[str, Any] = {"containers": {}, "dir": directory, "images": {}}
+        record: dict[str, Any] = {"containers": {}, "dir": directory, "images": {}, "logs": {}, "limits": {}}
         with self._lock:
             self._pods[(namespace, name)] = record
         volume_dirs = {}
@@ -172,20 +197,71 @@ class FakeKubelet:
             path.chmod(0o777)
             volume_dirs[volume["name"]] = path
         try:
+            host_network = not self.network_policy_enforced
             for container in pod["spec"]["containers"]:
-                spec = container_spec(pod, container, volume_dirs, self._pids)
+                spec = container_spec(pod, container, volume_dirs, self._pids, self.service_address)
                 with self._lock:
                     if record.get("deleted"):
                         return
-                started = self._engine.start(spec)
+                started = self._start(spec, host_network)
+                started.reload()
                 with self._lock:
                     record["containers"][container["name"]] = started
                     record["images"][container["name"]] = started.attrs.get("Image", "")
+                    record["logs"][container["name"]] = started.attrs.get("LogPath", "")
+                    record["limits"][container["name"]] = container["resources"]["limits"].get("ephemeral-storage", "")
                     if record.get("deleted"):
                         break
         except Exception as exc:  # the fake reports what a kubelet would: the Pod failed
             log.warning("fake kubelet could not start %s: %s", name, exc)
             self._store.update("Pod", namespace, name, lambda p, m=str(exc): p["status"].update(phase="Failed", message=m))
+
+    def _start(self, spec: ContainerSpec, host_network: bool) -> Any:
+        """Start spec's container, pulling an image of a loopback registry first when the engine lacks it."""
+        registry = spec.image.partition("/")[0]
+        if registry.startswith(("127.0.0.1:", "localhost:")) and not self._has_image(spec.image):
+            self._engine.client.images.pull(spec.image)
+        if not host_network:
+            return self._engine.start(spec)
+        kwargs = to_docker_kwargs(spec)
+        kwargs.pop("network_disabled", None)
+        kwargs.pop("hostname", None)  # the engine refuses a hostname in the host's network namespace
+        kwargs["network_mode"] = "host"
+        container = self._engine.client.containers.create(**kwargs)
+        container.start()
+        return container
+
+    def _has_image(self, reference: str) -> bool:
+        try:
+            self._engine.client.images.get(reference)
+        except Exception:
+            return False
+        return True
+
+    def evict(self, namespace: str, name: str, message: str) -> None:
+        """Evict Pod name as a kubelet does: kill its containers, then phase Failed, reason Evicted, message."""
+        with self._lock:
+            record = self._pods.get((namespace, name))
+            if record is None or record.get("evicted"):
+                return
+            record["evicted"] = True
+            containers = list(record["containers"].values())
+        self.evictions.append((name, message))
+        for container in containers:
+            self._engine.kill(container)
+        self._store.update("Pod", namespace, name, lambda p: p["status"].update(phase="Failed", reason="Evicted", message=message))
+
+    def _storage_check(self, namespace: str, name: str, logs: dict[str, str], limits: dict[str, str]) -> None:
+        for container, path in logs.items():
+            if not path or not limits.get(container):
+                continue
+            try:
+                used = os.path.getsize(path)
+            except OSError:
+                continue
+            if used > _bytes(limits[container]):
+                self.evict(namespace, name, f'Container {container} exceeded its local ephemeral storage limit "{limits[container]}". ')
+                return
 
     def delete_pod(self, pod: dict[str, Any]) -> None:
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -204,11 +280,16 @@ class FakeKubelet:
     def _monitor_loop(self) -> None:
         while not self._closed.wait(0.1):
             with self._lock:
-                pods = [(key, dict(record["containers"]), dict(record["images"])) for key, record in self._pods.items()]
-            for (namespace, name), containers, images in pods:
+                pods = [(key, dict(record["containers"]), dict(record["images"]), dict(record["logs"]), dict(record["limits"]))
+                        for key, record in self._pods.items() if not record.get("evicted")]
+            for (namespace, name), containers, images, logs, limits in pods:
                 pod = self._store.get("Pod", namespace, name)
                 if pod is None or len(containers) < len(pod["spec"]["containers"]):
                     continue
+                self._storage_check(namespace, name, logs, limits)
+                with self._lock:
+                    if (self._pods.get((namespace, name)) or {}).get("evicted"):
+                        continue
                 statuses = [self._status_of(c["name"], c["image"], containers[c["name"]], images[c["name"]])
                             for c in pod["spec"]["containers"]]
                 phase = self._phase(statuses)

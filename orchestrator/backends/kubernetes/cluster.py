@@ -1,4 +1,4 @@
-"""The connected cluster: every Pod and NetworkPolicy is created here, with labels; cleanup reaps by label selector."""
+"""The connected cluster: every Pod, NetworkPolicy and Lease is created here, with labels; cleanup reaps by label selector."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import urllib3
 from kubernetes import client, config, watch
@@ -15,6 +16,7 @@ from kubernetes.stream import stream
 from kubernetes.stream.ws_client import WSClient
 
 from epg_sdk.outcomes import ContainerExit
+from orchestrator.backends.kubernetes.evictions import policy_eviction
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import MANAGED
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
@@ -28,11 +30,12 @@ API_TIMEOUT_S = 30.0
 class ClusterReapReport:
     pods: int = 0
     network_policies: int = 0
+    leases: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
-        return self.pods + self.network_policies
+        return self.pods + self.network_policies + self.leases
 
 
 def _api_error(message: str, exc: BaseException) -> InfrastructureError:
@@ -48,6 +51,7 @@ class Cluster:
         self.namespace = namespace
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
 
     @classmethod
     def connect(cls, target: ClusterTarget) -> Cluster:
@@ -74,6 +78,8 @@ class Cluster:
                 self.core.create_namespaced_pod(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
             elif manifest["kind"] == "NetworkPolicy":
                 self.networking.create_namespaced_network_policy(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
+            elif manifest["kind"] == "Lease":
+                self.coordination.create_namespaced_lease(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
             else:
                 raise ValueError(f"the backend creates no {manifest['kind']}")
         except ApiException as exc:
@@ -136,6 +142,65 @@ class Cluster:
                 return ContainerExit(exit_code=None)
             time.sleep(0.05)
 
+    def policy_eviction(self, name: str, container: str, volumes: tuple[str, ...], wait_s: float) -> str | None:
+        """Wait up to wait_s for Pod name to end; return the readable reason when the cluster evicted it for what
+        container (and its volumes) used (evictions.policy_eviction), None when it did not (still running, gone, or
+        evicted for anything else)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            pod = self.pod(name)
+            if pod is None:
+                return None
+            status = pod.status
+            if status.phase in ("Failed", "Succeeded") or status.reason:
+                return policy_eviction(status.reason or "", status.message or "", container, volumes)
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+
+    def run_to_end(self, name: str, container: str, timeout_s: float) -> int | None:
+        """Wait up to timeout_s for container of Pod name to terminate; return its exit code (None: it did not)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            exit_status = self.container_exit(name, container, min(5.0, max(0.0, deadline - time.monotonic())))
+            if exit_status.exit_code is not None:
+                return exit_status.exit_code
+            pod = self.pod(name)
+            if pod is None or pod.status.phase in ("Failed", "Succeeded"):
+                return None
+        return None
+
+    def server_address(self) -> str:
+        """HOST:PORT of the API server as the kubeconfig names it ("" when it names none)."""
+        parts = urlsplit(self.api_client.configuration.host or "")
+        if not parts.hostname:
+            return ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"{host}:{port}"
+
+    # leases --------------------------------------------------------------------
+
+    def renew_lease(self, name: str, renew_time: str) -> bool:
+        """Set Lease name's renewTime; return False when it does not exist. Raises InfrastructureError."""
+        try:
+            self.coordination.patch_namespaced_lease(name, self.namespace, {"spec": {"renewTime": renew_time}},
+                                                     _content_type="application/merge-patch+json", _request_timeout=API_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise _api_error(f"cannot renew Lease {name}", exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error(f"cannot renew Lease {name}", exc) from exc
+        return True
+
+    def leases(self, selector: str) -> list[client.V1Lease]:
+        """The Leases of the namespace matching the label selector."""
+        try:
+            return self.coordination.list_namespaced_lease(self.namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S).items
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error("cannot list the labelled Leases", exc) from exc
+
     def logs_tail(self, name: str, container: str, max_bytes: int) -> bytes:
         try:
             text = self.core.read_namespaced_pod_log(name, self.namespace, container=container, tail_lines=200,
@@ -159,7 +224,11 @@ class Cluster:
         return True
 
     def reap(self, selector: str) -> ClusterReapReport:
-        """Delete every Pod and NetworkPolicy of the namespace matching the label selector."""
+        """Delete every Pod, NetworkPolicy and Lease of the namespace matching the label selector.
+
+        The Leases (heartbeats) go last, and only when everything else went: leftovers keep their owner's Lease,
+        which then goes stale, so that a later reaper still finds them.
+        """
         report = ClusterReapReport()
         try:
             pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S).items
@@ -179,17 +248,26 @@ class Cluster:
             except ApiException as exc:
                 if exc.status != 404:
                     report.errors.append(f"networkpolicy {policy.metadata.name}: {exc.reason}")
+        if report.errors:
+            return report
+        for lease in self.leases(selector):
+            try:
+                self.coordination.delete_namespaced_lease(lease.metadata.name, self.namespace, _request_timeout=API_TIMEOUT_S)
+                report.leases += 1
+            except ApiException as exc:
+                if exc.status != 404:
+                    report.errors.append(f"lease {lease.metadata.name}: {exc.reason}")
         return report
 
     def label_values(self, selector: str, key: str) -> set[str]:
-        """The values of label key on the Pods and NetworkPolicies matching selector."""
+        """The values of label key on the Pods, NetworkPolicies and Leases matching selector."""
         try:
             pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=API_TIMEOUT_S).items
             policies = self.networking.list_namespaced_network_policy(self.namespace, label_selector=selector,
                                                                       _request_timeout=API_TIMEOUT_S).items
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _api_error("cannot list the labelled objects", exc) from exc
-        return {(item.metadata.labels or {}).get(key, "") for item in [*pods, *policies]}
+        return {(item.metadata.labels or {}).get(key, "") for item in [*pods, *policies, *self.leases(selector)]}
 
     # streams -------------------------------------------------------------------
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.backends.kubernetes.manifests import POLICY_CONTAINER, PROGRAM_MOUNT
+from orchestrator.backends.kubernetes.manifests import OUTPUT_MOUNT, POLICY_CONTAINER, PROGRAM_MOUNT
 from orchestrator.backends.labels import MANAGED, OWNER, ROLE, SESSION
 
 _RESOURCES = ("memory", "cpu", "ephemeral-storage")
-_WRITABLE_POLICY_MOUNTS = ("/tmp", "/dev/shm")
+_WRITABLE_POLICY_MOUNTS = ("/tmp", "/dev/shm", OUTPUT_MOUNT)
 
 
 def hardening_problems(pod: dict[str, Any], *, runtime_class_name: str = "") -> list[str]:
@@ -46,6 +46,22 @@ def hardening_problems(pod: dict[str, Any], *, runtime_class_name: str = "") -> 
         problems.append("spec: no init or ephemeral containers")
     for container in containers:
         problems += _container_problems(container)
+        if container.get("name") == POLICY_CONTAINER:
+            problems += _policy_volume_problems(container, spec.get("volumes") or [])
+    return problems
+
+
+def _policy_volume_problems(container: dict[str, Any], volumes: list[dict[str, Any]]) -> list[str]:
+    """What the policy may write must be memory with a size limit: a write beyond it fails, and nothing it writes
+    counts against the Pod's ephemeral storage (which would get the Pod evicted)."""
+    by_name = {volume.get("name"): volume for volume in volumes}
+    problems = []
+    for mount in container.get("volumeMounts") or []:
+        if mount.get("readOnly") is True:
+            continue
+        empty = (by_name.get(mount.get("name")) or {}).get("emptyDir") or {}
+        if empty.get("medium") != "Memory" or not empty.get("sizeLimit"):
+            problems.append(f"spec.volumes[{mount.get('name')}]: the policy writes it, so it must be a Memory emptyDir with a sizeLimit")
     return problems
 
 

@@ -4,8 +4,13 @@ An Episode Pod holds the trusted runner container and the untrusted policy
 container. They share two emptyDirs: `io` (the runner's slot directory, where
 it opens policy.sock; read-only for the policy) and `program` (the Host writes
 the Program there when the Episode begins; read-only for the policy). The
-runner's own gRPC socket is in `exchange`, which only the runner mounts. A
-control Pod is a runner alone (Describe, Plan, Feedback).
+runner's own gRPC socket is in `exchange`, which only the runner mounts. The
+policy's file descriptors 1 and 2 go to a file in `output`, a memory emptyDir
+with a sizeLimit (read-only for the runner), never to the container log: a
+container log counts against the Pod's ephemeral storage, and a policy that
+flooded it would get the Pod evicted. A control Pod is a runner alone
+(Describe, Plan, Feedback); a probe Pod checks that the session's NetworkPolicy
+holds; a Lease is the heartbeat of the process that owns the session.
 """
 
 from __future__ import annotations
@@ -26,10 +31,41 @@ SLOT = "p"  # the one slot of an Episode Pod: EXCHANGE/p is the io emptyDir
 IO_MOUNT = "/epg/io"
 PROGRAM_MOUNT = "/epg/program"
 RUNNER_PROGRAM_MOUNT = "/program"
+OUTPUT_MOUNT = "/epg/output"  # the policy's stdout and stderr, as a file
+RUNNER_OUTPUT_MOUNT = "/policy-output"  # the same emptyDir, read-only in the runner container
+OUTPUT_FILE = "policy.log"
 RUNNER_CONTAINER = "runner"
 POLICY_CONTAINER = "policy"
+PROBE_CONTAINER = "probe"
 EPISODE_ROLE = "episode"
 CONTROL_ROLE = "runner"
+PROBE_ROLE = "probe"
+HEARTBEAT_ROLE = "heartbeat"
+PROBE_REACHED = 10  # the probe's exit status when it reached a target
+
+# Run in the policy container: connects to every HOST:PORT of argv and to the API server's service address the kubelet
+# puts in the environment; prints what it reached and exits PROBE_REACHED if it reached anything, 0 otherwise.
+PROBE = """\
+import os, socket, sys, threading
+targets = list(sys.argv[1:])
+if os.environ.get("KUBERNETES_SERVICE_HOST"):
+    targets.append(os.environ["KUBERNETES_SERVICE_HOST"] + ":" + os.environ.get("KUBERNETES_SERVICE_PORT", "443"))
+reached = []
+def attempt(target):
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=3).close()
+        reached.append(target)
+    except (OSError, ValueError):
+        pass
+threads = [threading.Thread(target=attempt, args=(t,), daemon=True) for t in targets]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(5)
+print("reached: " + " ".join(sorted(reached)) if reached else "reached nothing: " + " ".join(targets), flush=True)
+sys.exit(%d if reached else 0)
+""" % PROBE_REACHED
 
 _LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -61,6 +97,7 @@ class PolicyResources:
     tmp_bytes: int = 64 * 1024 * 1024
     shm_bytes: int = 16 * 1024 * 1024
     ephemeral_bytes: int = 64 * 1024 * 1024
+    output_bytes: int = 1024 * 1024  # the file of its stdout and stderr (memory: writes beyond fail, nothing is evicted)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,12 +204,16 @@ def episode_pod(*, name: str, labels: dict[str, str], images: PodImages, policy:
     runner = _runner_container(images, settings, [
         {"name": "io", "mountPath": f"{EXCHANGE_MOUNT}/{SLOT}"},
         {"name": "program", "mountPath": RUNNER_PROGRAM_MOUNT},
+        {"name": "output", "mountPath": RUNNER_OUTPUT_MOUNT, "readOnly": True},
     ])
     policy_container = {
         "name": POLICY_CONTAINER,
         "image": images.policy_runtime,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-m", "epg_sdk.runtime.policy_runtime", "--linger", f"{IO_MOUNT}/policy.sock"],
+        # The shell only redirects and execs: the runtime's descriptors 1 and 2 (whatever a Program or a library writes
+        # to them) go to the bounded output file, not to the container log.
+        "command": ["sh", "-c", f'exec "$@" >>{OUTPUT_MOUNT}/{OUTPUT_FILE} 2>&1', "sh",
+                    "python3", "-m", "epg_sdk.runtime.policy_runtime", "--linger", f"{IO_MOUNT}/policy.sock"],
         "workingDir": PROGRAM_MOUNT,
         # One BLAS thread: the container has one CPU (as in the Docker sandbox).
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
@@ -182,6 +223,7 @@ def episode_pod(*, name: str, labels: dict[str, str], images: PodImages, policy:
             {"name": "program", "mountPath": PROGRAM_MOUNT, "readOnly": True},
             {"name": "policy-tmp", "mountPath": "/tmp"},
             {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "output", "mountPath": OUTPUT_MOUNT},
         ],
         "resources": _resources(policy.memory_bytes, policy.cpu_millis, policy.ephemeral_bytes),
         "securityContext": _security_context(POLICY_UID),
@@ -193,6 +235,7 @@ def episode_pod(*, name: str, labels: dict[str, str], images: PodImages, policy:
         _memory_dir("runner-tmp", 64 * 1024 * 1024),
         _memory_dir("policy-tmp", policy.tmp_bytes),
         _memory_dir("shm", policy.shm_bytes),
+        _memory_dir("output", policy.output_bytes),
     ]
     return _pod(name, labels, settings, [runner, policy_container], volumes)
 
@@ -201,6 +244,32 @@ def control_pod(*, name: str, labels: dict[str, str], images: PodImages, setting
     """The session's control Pod: a runner alone, for Describe, Plan and BuildFeedback."""
     volumes = [{"name": "exchange", "emptyDir": {"sizeLimit": "1Mi"}}, _memory_dir("runner-tmp", 64 * 1024 * 1024)]
     return _pod(name, labels, settings, [_runner_container(images, settings, [])], volumes)
+
+
+def probe_pod(*, name: str, labels: dict[str, str], images: PodImages, settings: ClusterSettings,
+              targets: list[str]) -> dict[str, Any]:
+    """A Pod of the session that runs PROBE in the policy-runtime image, as the policy container runs: it tries to
+    connect to each HOST:PORT of targets and to the API server's service address, then exits."""
+    container = {
+        "name": PROBE_CONTAINER,
+        "image": images.policy_runtime,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", PROBE, *targets],
+        "resources": _resources(64 * 1024 * 1024, 100, 16 * 1024 * 1024),
+        "securityContext": _security_context(POLICY_UID),
+    }
+    return _pod(name, labels, settings, [container], [])
+
+
+def heartbeat_lease(*, name: str, labels: dict[str, str], namespace: str, holder: str, duration_s: int,
+                    renew_time: str) -> dict[str, Any]:
+    """The Lease an orchestrator process renews while its session lives (renew_time: a MicroTime string)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace, "labels": k8s_labels(labels)},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "acquireTime": renew_time, "renewTime": renew_time},
+    }
 
 
 def deny_all_network_policy(*, name: str, labels: dict[str, str], namespace: str) -> dict[str, Any]:

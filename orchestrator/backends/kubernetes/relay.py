@@ -79,6 +79,29 @@ for path, data in json.loads(read(size)).items():
 print("ok", flush=True)
 """
 
+# Writes the last argv[2] bytes of the regular file argv[1] to stdout; a link, a FIFO or anything else is not read (the
+# policy writes that directory, the runner reads it: nothing may lead the runner to read one of its own files).
+TAIL = """\
+import os, stat, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+except OSError:
+    sys.exit(0)
+info = os.fstat(fd)
+if not stat.S_ISREG(info.st_mode):
+    sys.exit(0)
+limit = int(sys.argv[2])
+os.lseek(fd, max(0, info.st_size - limit), os.SEEK_SET)
+left, chunks = limit, []
+while left > 0:
+    chunk = os.read(fd, left)
+    if not chunk:
+        break
+    chunks.append(chunk)
+    left -= len(chunk)
+sys.stdout.buffer.write(b"".join(chunks))
+"""
+
 CONNECT_WAIT_S = 60.0
 # How a pipe ends when either side hangs up (a closed socket polled raises TypeError or ValueError).
 _STREAM_ENDED = (OSError, ValueError, TypeError, WebSocketException)
@@ -182,3 +205,24 @@ def upload_program(cluster: Cluster, pod: str, container: str, target: str, prog
                                       evidence=stderr.decode("utf-8", "replace"))
     finally:
         ws.close()
+
+
+def read_tail(cluster: Cluster, pod: str, container: str, path: str, max_bytes: int, timeout_s: float = 20.0) -> bytes:
+    """The last max_bytes of the regular file path inside container of pod (b"" when it is missing, not a regular
+    file, or the exec fails: this is diagnostics, never a reason to fail an Episode)."""
+    try:
+        ws = cluster.exec_stream(pod, container, ["python3", "-c", TAIL, path, str(max_bytes)])
+    except InfrastructureError:
+        return b""
+    chunks: list[bytes] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while ws.is_open() and time.monotonic() < deadline:
+            ws.update(timeout=1.0)
+            chunks.append(ws.read_stdout(timeout=0) or b"")
+        chunks.append(ws.read_stdout(timeout=0) or b"")
+    except _STREAM_ENDED:
+        pass
+    finally:
+        ws.close()
+    return b"".join(chunks)[-max_bytes:]

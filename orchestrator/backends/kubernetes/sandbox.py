@@ -2,7 +2,10 @@
 
 Implements the kernel's EpisodeSandbox as DockerSandbox does, with the same
 pre-starting pool and lane threads; results are stored by job index, so
-Feedback does not depend on placement or concurrency.
+Feedback does not depend on placement or concurrency. Opening it also starts
+the session's heartbeat Lease (owners.py), pins the images to digests
+(digests.py) and refuses a cluster whose NetworkPolicy lets a Pod of the
+session reach the API server (a probe Pod tries).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Sequence
@@ -20,17 +23,24 @@ from typing import Any, Callable, Sequence
 import grpc
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
-from epg_sdk.codes import RunnerOutcome
+from epg_sdk.codes import EpisodeStatus, FailureCode, RunnerOutcome
 from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.kubernetes.cluster import Cluster
+from orchestrator.backends.kubernetes.digests import Resolve, pin_images, registry_resolver
 from orchestrator.backends.kubernetes.hardening import hardening_problems
 from orchestrator.backends.kubernetes.manifests import (
     CONTROL_ROLE,
     EPISODE_ROLE,
     EXCHANGE_MOUNT,
+    HEARTBEAT_ROLE,
+    OUTPUT_FILE,
     POLICY_CONTAINER,
+    PROBE_CONTAINER,
+    PROBE_REACHED,
+    PROBE_ROLE,
     PROGRAM_MOUNT,
     RUNNER_CONTAINER,
+    RUNNER_OUTPUT_MOUNT,
     RUNNER_PROGRAM_MOUNT,
     SLOT,
     ClusterSettings,
@@ -40,8 +50,10 @@ from orchestrator.backends.kubernetes.manifests import (
     deny_all_network_policy,
     episode_pod,
     label_selector,
+    probe_pod,
 )
-from orchestrator.backends.kubernetes.relay import ExecRelay, upload_program
+from orchestrator.backends.kubernetes.owners import Heartbeat, process_owner
+from orchestrator.backends.kubernetes.relay import ExecRelay, read_tail, upload_program
 from orchestrator.backends.labels import LabelSet
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.runner_calls import (
@@ -67,6 +79,13 @@ RUNNER_READY_S = 60.0
 # How long a dying policy container may take to show as terminated: a kubelet reports container deaths on its next
 # relist (about a second), then the API server's watch; the Docker engine's wait answers at once (3 s there).
 EXIT_WAIT_S = 10.0
+PROBE_S = 120.0  # the probe Pod's start (its image is the policy runtime's, pulled once per node) and its attempts
+# The emptyDirs the policy writes: an eviction for one of them is the policy's doing (evictions.py).
+POLICY_VOLUMES = ("policy-tmp", "shm", "output")
+
+
+class NetworkPolicyNotEnforced(InfrastructureError):
+    """A Pod under the session's deny-all NetworkPolicy reached the API server: the cluster does not enforce it."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -91,17 +110,25 @@ class KubernetesSandbox:
     and deletes every object of this session by label, whatever happened.
     Entering raises InfrastructureError: CONTAINER_FAILED when the API server
     refuses an object or a Pod does not run, RUNNER_FAILED when a runner does
-    not answer. The lock guards the Pod counter only.
+    not answer, IMAGE_MISSING when a registry image does not resolve to a
+    digest, NetworkPolicyNotEnforced (ENGINE_UNAVAILABLE) when
+    the probe Pod reached the API server. The lock guards the Pod counter only.
+
+    The owner label of everything it creates is this process's (owners.process_owner,
+    unique per process), whatever labels.owner says.
     """
 
     def __init__(self, cluster: Cluster, images: PodImages, limits: SandboxLimits = SandboxLimits(), labels: LabelSet | None = None,
-                 tuning: SandboxTuning = SandboxTuning(), settings: ClusterSettings | None = None, workdir: Path | None = None) -> None:
+                 tuning: SandboxTuning = SandboxTuning(), settings: ClusterSettings | None = None, workdir: Path | None = None,
+                 resolve: Resolve | None = None) -> None:
         self._cluster = cluster
         self._images = images
+        self._resolve = resolve
         self._limits = limits
         self._tuning = tuning
         self._settings = settings or ClusterSettings(namespace=cluster.namespace)
-        self._labels = labels or LabelSet(session=secrets.token_hex(6), owner="")
+        self._labels = replace(labels or LabelSet(session=secrets.token_hex(6), owner=""), owner=process_owner())
+        self._heartbeat: Heartbeat | None = None
         self._root = Path(tempfile.mkdtemp(prefix="epg-k8s-", dir=workdir))
         self._lock = threading.Lock()
         self._counter = 0
@@ -136,11 +163,20 @@ class KubernetesSandbox:
     def __enter__(self) -> KubernetesSandbox:
         try:
             session = self._labels.session
+            self._images = pin_images(self._images, self._resolve or registry_resolver())
+            self._heartbeat = Heartbeat(self._cluster, name=f"epg-hb-{session}", labels=self._labels.for_role(HEARTBEAT_ROLE),
+                                        owner=self._labels.owner)
+            self._heartbeat.start()
             self._cluster.create(deny_all_network_policy(name=f"epg-deny-{session}", labels=self._labels.for_role("network"),
                                                          namespace=self._settings.namespace))
+            probe = f"epg-probe-{session}"
+            self._create_pod(probe_pod(name=probe, labels=self._labels.for_role(PROBE_ROLE), images=self._images,
+                                       settings=self._settings, targets=[t for t in [self._cluster.server_address()] if t]),
+                             wait=False)
             name = f"epg-ctl-{session}"
             self._create_pod(control_pod(name=name, labels=self._labels.for_role(CONTROL_ROLE), images=self._images,
                                          settings=self._settings))
+            self._check_probe(probe)
             self._control = self._link(name)
             self._pool = ContainerPool(lanes=self._lanes, size=self._tuning.pool_size, starters=self._tuning.starters,
                                        start_slot=self._start_slot, destroy=self._destroy_slot)
@@ -153,13 +189,17 @@ class KubernetesSandbox:
         self.close()
 
     def close(self) -> None:
-        """Drain the pool, delete every object of this session by label, remove the relay directory."""
+        """Drain the pool, stop the heartbeat, delete every object of this session by label (the heartbeat Lease last),
+        remove the relay directory."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
         if self._control is not None:
             self._control.close()
             self._control = None
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         try:
             report = self._cluster.reap(label_selector(session=self._labels.session))
             for error in report.errors:
@@ -168,15 +208,36 @@ class KubernetesSandbox:
             log.error("could not reap the session's objects (`epg-orchestrate gc --backend kubernetes` will): %s", exc)
         shutil.rmtree(self._root, ignore_errors=True)
 
-    def _create_pod(self, manifest: dict[str, Any]) -> None:
+    def _create_pod(self, manifest: dict[str, Any], wait: bool = True) -> None:
         problems = hardening_problems(manifest, runtime_class_name=self._settings.runtime_class_name)
         if problems:  # a bug of ours: never create a Pod weaker than the Docker sandbox's containers
             raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, "refusing an unhardened Pod", evidence="\n".join(problems))
         self._cluster.create(manifest)
+        if not wait:
+            return
         pod = self._cluster.wait_running(manifest["metadata"]["name"], POD_RUNNING_S)
         for status in pod.status.container_statuses or []:
             key = "environment" if status.name == RUNNER_CONTAINER else "policy_runtime"
             self._image_ids[key] = status.image_id or self._image_ids[key]
+
+    def _check_probe(self, name: str) -> None:
+        """Wait for the probe Pod's verdict and delete it; raise NetworkPolicyNotEnforced when it reached the API server,
+        InfrastructureError(CONTAINER_FAILED) when it gave no verdict."""
+        try:
+            code = self._cluster.run_to_end(name, PROBE_CONTAINER, PROBE_S)
+            said = self._cluster.logs_tail(name, PROBE_CONTAINER, 4096).decode("utf-8", "replace").strip()
+        finally:
+            self._cluster.delete_pod(name)
+        if code == PROBE_REACHED:
+            raise NetworkPolicyNotEnforced(
+                InfraErrorCode.ENGINE_UNAVAILABLE,
+                f"the cluster does not enforce NetworkPolicy in namespace {self._settings.namespace!r}: a Pod under the session's "
+                f"deny-all NetworkPolicy reached the API server ({said}); Episodes would run with network access. Use a CNI "
+                "that enforces NetworkPolicy (Calico, Cilium) or another namespace",
+                evidence=said)
+        if code != 0:
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"the NetworkPolicy probe Pod {name} gave no verdict "
+                                      f"(exit status {code})", evidence=said)
 
     def _link(self, pod: str) -> _PodLink:
         """Open the relay to pod's runner and wait until the runner answers."""
@@ -230,7 +291,14 @@ class KubernetesSandbox:
         outcome: RunnerOutcome | None = None
         try:
             upload_program(self._cluster, link.pod, RUNNER_CONTAINER, RUNNER_PROGRAM_MOUNT, job.program)
-            record = self._call(link, "RunEpisode", episode_request(job, limits, SLOT, PROGRAM_MOUNT), episode_budget_s(limits))
+            try:
+                record = self._call(link, "RunEpisode", episode_request(job, limits, SLOT, PROGRAM_MOUNT), episode_budget_s(limits))
+            except InfrastructureError:
+                # The runner went with its Pod: evicted for what the policy used, it is the policy's failure, not a refund.
+                reason = self._cluster.policy_eviction(link.pod, POLICY_CONTAINER, POLICY_VOLUMES, EXIT_WAIT_S)
+                if reason is None:
+                    raise
+                return _evicted_outcome(job, reason)
             outcome = runner_outcome(job, record)
             tail = record.output_tail
             exit_status: ContainerExit | None = None
@@ -238,8 +306,9 @@ class KubernetesSandbox:
                 # A dying policy is waited for (how did it end?); one still running is deleted with its Pod below.
                 wait = EXIT_WAIT_S if outcome is RunnerOutcome.POLICY_DISCONNECTED else 0.0
                 exit_status = self._cluster.container_exit(link.pod, POLICY_CONTAINER, wait)
-                if not tail:
-                    tail = self._cluster.logs_tail(link.pod, POLICY_CONTAINER, limits.output_tail_bytes)
+                if not tail:  # what the policy's descriptors 1 and 2 got, from the bounded output file
+                    tail = read_tail(self._cluster, link.pod, RUNNER_CONTAINER, f"{RUNNER_OUTPUT_MOUNT}/{OUTPUT_FILE}",
+                                     limits.output_tail_bytes)
             return episode_outcome(job, record, outcome, exit_status, tail)
         finally:
             if outcome is not RunnerOutcome.COMPLETED:
@@ -272,3 +341,12 @@ class KubernetesSandbox:
             slot.container.close()
         if not self._cluster.delete_pod(slot.name):
             log.error("Episode Pod %s could not be deleted; `epg-orchestrate gc --backend kubernetes` will reap it", slot.name)
+
+
+def _evicted_outcome(job: EpisodeJob, reason: str) -> EpisodeOutcome:
+    """The scored policy failure of an Episode whose Pod the cluster evicted for what the policy used (its runner went
+    too, so nothing of the Episode is known but that)."""
+    episode = job.episode
+    return EpisodeOutcome(index=episode.index, split=episode.split, status=EpisodeStatus.POLICY_FAILURE, failure=FailureCode.CRASHED,
+                          reason=reason, steps=0, reward=0.0, terminated=False, truncated=False, policy_seconds=0.0,
+                          environment_seconds=0.0)
