@@ -11,6 +11,8 @@
 #   BENCHMARK     a Benchmark of that image, for `env test` (default: cartpole)
 #   REGISTRY      HOST[:PORT] of the registry, for push and pull
 #   OUT           where the JSON reports go          (default: ci-out)
+#   PUSHED        the push's report, for pull: every image pulled must be the one pushed
+#                 (default: $OUT/push.json, when it exists)
 #
 # Every step writes its JSON report to $OUT/STEP.json; tests/docker/test_registry.py runs
 # these steps against a registry on loopback.
@@ -31,7 +33,9 @@ test)   # conformance checks and the baseline Program, in the built image
 push)
     $EPG images push --registry "${REGISTRY:?set REGISTRY=HOST[:PORT]}" $IMAGES --environments "$ENVIRONMENTS" --json > "$OUT/push.json" ;;
 pull)   # then `images build` finds these images up to date
-    $EPG images pull --registry "${REGISTRY:?set REGISTRY=HOST[:PORT]}" $IMAGES --environments "$ENVIRONMENTS" --json > "$OUT/pull.json" ;;
+    PUSHED=${PUSHED:-$OUT/push.json}
+    if [ -f "$PUSHED" ]; then set -- --pushed "$PUSHED"; else set --; fi
+    $EPG images pull --registry "${REGISTRY:?set REGISTRY=HOST[:PORT]}" $IMAGES --environments "$ENVIRONMENTS" "$@" --json > "$OUT/pull.json" ;;
 *)
     echo "usage: $0 build | test | push | pull" >&2
     exit 2 ;;

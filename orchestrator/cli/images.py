@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
@@ -155,23 +157,56 @@ def push(registry: Registry, names: Names = None, base: Base = "auto", environme
         _print_transfers("pushed", transfers)
 
 
+Pushed = Annotated[Optional[Path], typer.Option(
+    "--pushed", help="The `images push --json` output of the push: each pulled image must have the id pushed, "
+    "whatever the registry's tag now names.", exists=True, dir_okay=False, show_default=False)]
+
+
 @app.command("pull")
-def pull(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
-    """Pull images pushed by `images push` and tag them epg/NAME:TAG, so `images build` finds them up to date."""
+def pull(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None,
+         pushed: Pushed = None, as_json: Json = False) -> None:
+    """Pull images pushed by `images push` and tag them epg/NAME:TAG, so `images build` finds them up to date.
+
+    A registry's tags can be moved by whoever writes to it: with --pushed an image that is not the one pushed is
+    refused (exit 3).
+    """
     json_mode(as_json)
     progress = lambda m: err.print(m, highlight=False)  # noqa: E731
+    expected = _pushed_ids(pushed) if pushed is not None else None
+    if expected is None:
+        progress("pulling by tag: give --pushed FILE (the push's --json output) to check each image is the one pushed")
     try:
         registries.check_registry(registry)
         builder = _builder(base, environments)
         transfers = []
         base_tag = builder.base_tag()
         if base_tag is not None and not builder.has_image(base_tag):  # the tags below depend on the base's id
-            transfers += registries.pull(builder.client, registry, [("base", base_tag)], progress)
+            transfers += registries.pull(builder.client, registry, [("base", base_tag)], progress, expected)
         wanted = [(status.name, status.tag) for status in builder.status(names or None)]
-        transfers += registries.pull(builder.client, registry, wanted, progress)
+        transfers += registries.pull(builder.client, registry, wanted, progress, expected)
     except Failures as exc:
         _fail_from(exc)
     if as_json:
         print_json(_transfer_json(registry, transfers))
     else:
         _print_transfers("pulled", transfers)
+
+
+MAX_PUSHED_BYTES = 1 << 20
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _pushed_ids(path: Path) -> dict[str, str]:
+    """name -> image id from an `images push --json` output file; exits 1 naming what is wrong with it."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PUSHED_BYTES + 1)
+        if len(data) > MAX_PUSHED_BYTES:
+            raise ValueError(f"over {MAX_PUSHED_BYTES} bytes")
+        document = json.loads(data)
+        ids = {str(entry["name"]): str(entry["id"]) for entry in document["images"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"--pushed {path}: not the output of `images push --json` ({type(exc).__name__}: {exc})")
+    if not all(IMAGE_ID.match(image_id) for image_id in ids.values()):
+        fail(f"--pushed {path}: an image id is not sha256:<64 hex digits>")
+    return ids

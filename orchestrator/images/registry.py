@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
@@ -68,20 +68,31 @@ def push(client: docker.DockerClient, registry: str, images: Iterable[tuple[str,
     return transfers
 
 
-def pull(client: docker.DockerClient, registry: str, images: Iterable[tuple[str, str]], progress: Progress) -> list[Transfer]:
+def pull(client: docker.DockerClient, registry: str, images: Iterable[tuple[str, str]], progress: Progress,
+         expected_ids: Mapping[str, str] | None = None) -> list[Transfer]:
     """Pull HOST[:PORT]/TAG for each (name, local tag) and tag it TAG locally (the registry tag is removed).
 
-    Raises RegistryError when the registry does not answer or lacks an image.
+    A registry's tag is mutable: whoever can write to the registry can put another image behind it. With
+    expected_ids (name -> image id, as `push` reported them) a pulled image whose id is not the one pushed is
+    removed again, untagged, and refused; the id is the digest of the image's configuration, which names every
+    layer by its digest, so an image with that id is the image that was pushed.
+
+    Raises RegistryError when the registry does not answer or lacks an image, or an image is not the one pushed.
     """
     transfers = []
     for name, tag in images:
         started = time.monotonic()
         remote = remote_reference(registry, tag)
         repository, _, version = remote.rpartition(":")
+        if expected_ids is not None and name not in expected_ids:
+            raise RegistryError(f"{name}: not among the images pushed (no id to check it against)")
         progress(f"{name}: pulling {remote}")
         try:
             _follow(client.api.pull(repository, tag=version, stream=True, decode=True), name, progress)
             image = client.images.get(remote)
+            if expected_ids is not None and image.id != expected_ids[name]:
+                client.images.remove(remote, noprune=False)
+                raise RegistryError(f"{name}: {remote} is {image.id}, not the image pushed ({expected_ids[name]}): refused")
             local_repository, _, local_version = tag.rpartition(":")
             image.tag(local_repository, local_version)
             client.images.remove(remote, noprune=True)

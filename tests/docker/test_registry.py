@@ -144,6 +144,37 @@ def test_policy_runtime_round_trips_through_a_loopback_registry(engine, images, 
         engine.client.images.remove(local, noprune=True)
 
 
+def test_a_pull_checked_against_the_push_refuses_an_image_moved_behind_its_tag(engine, images, registry):
+    name = f"registry-test-{secrets.token_hex(4)}"
+    local = f"epg/{name}:{images['policy-runtime'].rpartition(':')[2]}"
+    genuine = engine.client.images.get(images["policy-runtime"])
+    genuine.tag(local)
+    (pushed,) = registries.push(engine.client, registry, [(name, local)], print)
+    assert pushed.image_id == genuine.id
+    # Whoever writes to the registry moves the tag to another image (here: the CartPole environment).
+    other = engine.client.images.get(images["env-cartpole"])
+    other.tag(pushed.remote)
+    try:
+        for line in engine.client.api.push(pushed.remote.rpartition(":")[0], tag=local.rpartition(":")[2], stream=True, decode=True):
+            assert "error" not in line, line
+    finally:
+        engine.client.images.remove(pushed.remote, noprune=True)
+    engine.client.images.remove(local, noprune=True)
+    with pytest.raises(registries.RegistryError, match=rf"{name}: .* is {other.id}, not the image pushed \({genuine.id}\): refused"):
+        registries.pull(engine.client, registry, [(name, local)], print, expected_ids={name: pushed.image_id})
+    with pytest.raises(ImageNotFound):
+        engine.client.images.get(local)  # nothing was tagged as ours
+    with pytest.raises(ImageNotFound):
+        engine.client.images.get(pushed.remote)  # and the registry's tag was not left behind
+    (unchecked,) = registries.pull(engine.client, registry, [(name, local)], print)  # by tag alone, the swap goes through
+    try:
+        assert unchecked.image_id == other.id
+    finally:
+        engine.client.images.remove(local, noprune=True)
+    with pytest.raises(registries.RegistryError, match="not among the images pushed"):
+        registries.pull(engine.client, registry, [(name, local)], print, expected_ids={})
+
+
 def test_pull_of_an_image_the_registry_lacks_names_it(engine, registry):
     with pytest.raises(registries.RegistryError, match=r"nothing: pull of 127\.0\.0\.1:\d+/epg/nothing:0000 failed"):
         registries.pull(engine.client, registry, [("nothing", "epg/nothing:0000")], print)
@@ -236,6 +267,7 @@ def test_the_example_ci_script_builds_tests_pushes_and_pulls_what_build_then_fin
     engine.client.images.remove(policy_runtime, noprune=True)
     pull = ci_step("pull", registry, tmp_path)
     assert pull.returncode == 0, pull.stderr
+    assert "pulling by tag" not in pull.stderr  # each image checked against push.json's ids
     pulled = json.loads((tmp_path / "pull.json").read_text())
     assert [image["name"] for image in pulled["images"]][-2:] == ["policy-runtime", "env-cartpole"]
     assert engine.client.images.get(policy_runtime).id == policy_id
