@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from k8s_fixtures import load_fake
+from support.loopback_registry import serving_registry
 
 from epg_sdk.codes import EpisodeStatus
 from orchestrator.backends.kubernetes.cluster import Cluster
@@ -366,30 +366,9 @@ def test_the_reaper_leaves_a_same_named_hosts_live_pods_alone_and_reaps_a_stale_
 
 @pytest.fixture(scope="module")
 def loopback_registry(tmp_path_factory) -> Iterator[str]:
-    """Debian's docker-registry on 127.0.0.1:PORT (tests/docker/test_registry.py installs it when missing)."""
-    binary = shutil.which("docker-registry") or pytest.fail("docker-registry is not installed (apt-get install docker-registry)",
-                                                            pytrace=False)
-    directory = tmp_path_factory.mktemp("registry")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{probe.getsockname()[1]}"
-    (directory / "config.yml").write_text(f"version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {directory / 'data'}}}}}\n"
-                                          f"http: {{addr: {address}}}\n")
-    process = subprocess.Popen([binary, "serve", str(directory / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", int(address.rsplit(":", 1)[1])), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("docker-registry did not start", pytrace=False)
-                time.sleep(0.2)
+    """Debian's docker-registry on 127.0.0.1:PORT, installed when it is missing."""
+    with serving_registry(tmp_path_factory.mktemp("registry")) as address:
         yield address
-    finally:
-        process.terminate()
-        process.wait()
 
 
 def test_pods_name_registry_images_by_the_digest_the_registry_resolved(fake_cluster, loopback_registry, engine, images, builder,

@@ -10,11 +10,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +19,7 @@ from typing import Callable, Iterator
 
 import pytest
 from docker.errors import ImageNotFound
+from support.loopback_registry import free_port, serving_registry
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.images import registry as registries
@@ -33,63 +31,11 @@ PRINT_VERSIONS = ["python3", "-c", "import numpy, google.protobuf; print('numpy'
 VERSIONS = "numpy 2.4.6 protobuf 7.36.2"
 
 
-def _registry_binary() -> str:
-    found = shutil.which("docker-registry")
-    if found:
-        return found
-    if os.geteuid() != 0:
-        pytest.fail("Debian's docker-registry is not installed and only root can install it (apt-get install docker-registry)", pytrace=False)
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "docker-registry"]):
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        if done.returncode != 0:
-            pytest.fail(f"{' '.join(command)} failed: {done.stderr[-2000:]}", pytrace=False)
-    return shutil.which("docker-registry") or pytest.fail("docker-registry is still missing after apt-get install", pytrace=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _answers(address: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A registry on 127.0.0.1:PORT with its storage in a temporary directory; stopped at the end."""
-    binary = _registry_binary()
-    directory = tmp_path_factory.mktemp("registry")
-    address = f"127.0.0.1:{_free_port()}"
-    config = directory / "config.yml"
-    config.write_text(
-        "version: 0.1\n"
-        "log: {level: warn}\n"
-        f"storage: {{filesystem: {{rootdirectory: {directory / 'data'}}}, delete: {{enabled: true}}}}\n"
-        f"http: {{addr: {address}}}\n"
-    )
-    log = open(directory / "registry.log", "wb")
-    process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while not _answers(address):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"docker-registry did not serve on {address}: {(directory / 'registry.log').read_text()[-2000:]}", pytrace=False)
-            time.sleep(0.2)
+    with serving_registry(tmp_path_factory.mktemp("registry")) as address:
         yield address
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def _tags_in(address: str, repository: str) -> list[str]:
@@ -182,7 +128,7 @@ def test_pull_of_an_image_the_registry_lacks_names_it(engine, registry):
 
 def test_push_to_a_registry_that_does_not_answer_fails_clearly(engine, images):
     with pytest.raises(registries.RegistryError, match="policy-runtime: "):
-        registries.push(engine.client, f"127.0.0.1:{_free_port()}", [("policy-runtime", images["policy-runtime"])], print)
+        registries.push(engine.client, f"127.0.0.1:{free_port()}", [("policy-runtime", images["policy-runtime"])], print)
 
 
 def test_push_of_an_image_that_is_not_built_says_so(engine):
