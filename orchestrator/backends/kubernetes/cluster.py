@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import urllib3
@@ -241,23 +241,25 @@ class Cluster:
                 report.pods += 1
             else:
                 report.errors.append(f"pod {pod.metadata.name}")
-        for policy in policies:
-            try:
-                self.networking.delete_namespaced_network_policy(policy.metadata.name, self.namespace, _request_timeout=API_TIMEOUT_S)
-                report.network_policies += 1
-            except ApiException as exc:
-                if exc.status != 404:
-                    report.errors.append(f"networkpolicy {policy.metadata.name}: {exc.reason}")
+        report.network_policies = self._delete_each("networkpolicy", policies, self.networking.delete_namespaced_network_policy,
+                                                    report.errors)
         if report.errors:
             return report
-        for lease in self.leases(selector):
+        report.leases = self._delete_each("lease", self.leases(selector), self.coordination.delete_namespaced_lease, report.errors)
+        return report
+
+    def _delete_each(self, kind: str, objects: list[Any], delete: Callable[..., Any], errors: list[str]) -> int:
+        """Delete each object of the namespace with delete(name, namespace); return how many went. One already gone
+        counts for nothing; any other refusal is appended to errors as "KIND NAME: REASON"."""
+        deleted = 0
+        for obj in objects:
             try:
-                self.coordination.delete_namespaced_lease(lease.metadata.name, self.namespace, _request_timeout=API_TIMEOUT_S)
-                report.leases += 1
+                delete(obj.metadata.name, self.namespace, _request_timeout=API_TIMEOUT_S)
+                deleted += 1
             except ApiException as exc:
                 if exc.status != 404:
-                    report.errors.append(f"lease {lease.metadata.name}: {exc.reason}")
-        return report
+                    errors.append(f"{kind} {obj.metadata.name}: {exc.reason}")
+        return deleted
 
     def label_values(self, selector: str, key: str) -> set[str]:
         """The values of label key on the Pods, NetworkPolicies and Leases matching selector."""
