@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import yaml
-from support.relay_harness import CHAT_SSE, FakeUpstream, environment_without_proxies, serving
+from support.relay_harness import CHAT_SSE, FakeUpstream, command_agent_spec, environment_without_proxies, serving
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_HOST_THREADS = 150  # the Host's own (Host API, sandbox lanes, pool) and at most 64 relay connections
@@ -101,16 +101,7 @@ sleep 60
 
 
 def spec(upstream: str) -> dict:
-    return {
-        "benchmark": "CartPole-v1",
-        "agent": {"kind": "command", "image": "agent-base", "argv": ["sh", "-c", FLOOD]},
-        "budget": {"episodes": 2, "max_submissions": 1, "pool_size": 2},
-        "validation": {"episodes": 1, "max_candidates": 1},
-        "assessment": {"episodes": 1, "include_initial_program": False},
-        "limits": {"agent_wall_clock_s": 180},
-        "sandbox": {"pool_size": 1, "prestart_memory_mib": 0},
-        "relay": {"profile": "openai-compatible", "upstream": upstream, "timeout_s": 20},
-    }
+    return command_agent_spec(FLOOD, {"profile": "openai-compatible", "upstream": upstream, "timeout_s": 20})
 
 
 def watch(pid: int, peaks: dict[str, int], stop: threading.Event) -> None:

@@ -11,23 +11,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.relay_harness import CHAT_SSE, FakeUpstream, environment_without_proxies, jwt, serving, write_codex_login
+from support.relay_harness import (
+    CHAT_SSE,
+    FakeUpstream,
+    command_agent_spec,
+    environment_without_proxies,
+    jwt,
+    serving,
+    write_codex_login,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def command_agent_spec(script: str, relay: dict) -> dict:
-    """The Run spec of a command agent running `script` through `relay`: CartPole, one Submission, one Validation and one Assessment Episode."""
-    return {
-        "benchmark": "CartPole-v1",
-        "agent": {"kind": "command", "image": "agent-base", "argv": ["sh", "-c", script]},
-        "budget": {"episodes": 2, "max_submissions": 1, "pool_size": 2},
-        "validation": {"episodes": 1, "max_candidates": 1},
-        "assessment": {"episodes": 1, "include_initial_program": False},
-        "limits": {"agent_wall_clock_s": 180},
-        "sandbox": {"pool_size": 1, "prestart_memory_mib": 0},
-        "relay": relay,
-    }
 
 
 def run_through_the_relay(spec: dict, tmp_path: Path, scope: str, allow: tuple[str, ...] = ()) -> tuple[dict, Path]:

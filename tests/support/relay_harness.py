@@ -257,3 +257,17 @@ def write_codex_login(home: Path, access_token: str, *, id_token: str = "id-1", 
                                            "account_id": account_id}}))
     path.chmod(0o600)
     return path
+
+
+def command_agent_spec(script: str, relay: dict) -> dict:
+    """The Run spec of a command agent running `script` through `relay`: CartPole, one Submission, one Validation and one Assessment Episode."""
+    return {
+        "benchmark": "CartPole-v1",
+        "agent": {"kind": "command", "image": "agent-base", "argv": ["sh", "-c", script]},
+        "budget": {"episodes": 2, "max_submissions": 1, "pool_size": 2},
+        "validation": {"episodes": 1, "max_candidates": 1},
+        "assessment": {"episodes": 1, "include_initial_program": False},
+        "limits": {"agent_wall_clock_s": 180},
+        "sandbox": {"pool_size": 1, "prestart_memory_mib": 0},
+        "relay": relay,
+    }

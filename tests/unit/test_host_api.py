@@ -785,14 +785,19 @@ def open_directory() -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def host_in(directory: Path) -> RunHost:
+    """A RunHost over a fake sandbox, its run directory created at directory."""
+    sandbox = FakeSandbox()
+    records = RunDirectory(directory)
+    records.create("benchmark: fake/balance-v0\n")
+    return RunHost(records=records, sandbox=sandbox, benchmark=BENCHMARK, state=SessionState(budget()),
+                   pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
+
+
 def test_only_the_agents_uid_and_root_can_connect_to_the_host_api_socket(open_directory: Path):
     if os.geteuid() != 0:
         pytest.fail("this test changes uid in a child and must run as root", pytrace=False)
-    sandbox = FakeSandbox()
-    records = RunDirectory(open_directory / "run")
-    records.create("benchmark: fake/balance-v0\n")
-    host = RunHost(records=records, sandbox=sandbox, benchmark=BENCHMARK, state=SessionState(budget()),
-                   pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
+    host = host_in(open_directory / "run")
     path = open_directory / "api.sock"
     server = serve(host, TOKEN, path, owner=(AGENT_UID, AGENT_UID))
     try:
@@ -813,11 +818,7 @@ def test_only_the_agents_uid_and_root_can_connect_to_the_host_api_socket(open_di
 def test_without_an_owner_the_host_api_socket_is_the_hosts_own_and_closed_to_everyone_else(open_directory: Path):
     if os.geteuid() != 0:
         pytest.fail("this test changes uid in a child and must run as root", pytrace=False)
-    sandbox = FakeSandbox()
-    records = RunDirectory(open_directory / "run")
-    records.create("benchmark: fake/balance-v0\n")
-    host = RunHost(records=records, sandbox=sandbox, benchmark=BENCHMARK, state=SessionState(budget()),
-                   pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
+    host = host_in(open_directory / "run")
     path = open_directory / "api.sock"
     server = serve(host, TOKEN, path)
     try:
