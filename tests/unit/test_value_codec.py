@@ -150,7 +150,7 @@ def test_encode_into_overwrites_a_previous_value_of_another_kind(previous, new):
         assert result == new
 
 
-@pytest.mark.parametrize("obj", [object(), {1, 2}, 1 + 2j, np.datetime64("2020-01-01"), Exception("x")], ids=repr)
+@pytest.mark.parametrize("obj", [object(), {1, 2}, 1 + 2j, np.datetime64("2020-01-01"), Exception("x")], ids=lambda value: "object()" if type(value) is object else repr(value))
 def test_unsupported_types_are_rejected(obj):
     with pytest.raises(ValueCodecError):
         encode(obj)
