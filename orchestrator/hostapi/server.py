@@ -234,20 +234,28 @@ def serve(host: RunHostPort, token: str, socket_path: Path, *, owner: tuple[int,
     )
     pb_grpc.add_HostApiServicer_to_server(HostApiServicer(host), server)
     private = Path(tempfile.mkdtemp(prefix=".", dir=socket_path.parent))  # 0700: nobody else reaches what is bound in it
+    directory = os.open(private, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    name = socket_path.name
     try:
-        bound = private / socket_path.name
-        if server.add_insecure_port(f"unix:{bound}") == 0:
-            raise OSError(f"could not listen on {bound}")
+        # Bound through the directory's descriptor: a Unix socket's path is limited to 107 bytes, and a Run directory
+        # below a deep checkout (or a test's temporary directory) is longer than that.
+        try:
+            port = server.add_insecure_port(f"unix:/proc/self/fd/{directory}/{name}")
+        except RuntimeError as exc:
+            raise OSError(f"could not listen on {private / name}: {exc}") from exc
+        if port == 0:
+            raise OSError(f"could not listen on {private / name}")
         if owner is not None:
-            os.chown(bound, *owner)
-        os.chmod(bound, 0o600)
-        os.replace(bound, socket_path)
+            os.chown(name, *owner, dir_fd=directory, follow_symlinks=False)
+        os.chmod(f"/proc/self/fd/{directory}/{name}", 0o600)
+        os.replace(name, socket_path, src_dir_fd=directory)
     except BaseException:
         server.stop(grace=None)
         raise
     finally:
-        for leftover in private.iterdir():
-            leftover.unlink()
+        for leftover in os.listdir(directory):
+            os.unlink(leftover, dir_fd=directory)
+        os.close(directory)
         private.rmdir()
     server.start()
     return server

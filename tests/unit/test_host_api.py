@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -1126,3 +1127,28 @@ def test_client_and_server_agree_on_the_error_metadata_key():
 def test_the_client_reads_an_uncoded_refusal_as_the_session_error_the_server_answers_with_the_same_status():
     for status, code in session_client.UNCODED_REFUSALS.items():
         assert GRPC_STATUS[SessionError(code)] is status
+
+
+def test_the_api_is_served_at_a_socket_path_longer_than_a_unix_socket_address_allows(tmp_path: Path):
+    # A Run directory below a deep checkout: the socket's path is over the 107 bytes a Unix socket address holds.
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    socket_path = deep / "api.sock"
+    assert len(os.fsencode(socket_path)) > 108
+    b = budget()
+    sandbox = FakeSandbox()
+    records = RunDirectory(tmp_path / "run")
+    records.create("benchmark: fake/balance-v0\n")
+    host = RunHost(records=records, sandbox=sandbox, benchmark=sandbox.describe(), state=SessionState(b),
+                   pool=sandbox.plan("train", 11, b.pool_size), instructions=INSTRUCTIONS, notify=lambda kind, fields: None)
+    server = serve(host, TOKEN, socket_path)
+    directory = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    client = SessionClient(socket_path=f"/proc/self/fd/{directory}/api.sock", token=TOKEN, timeout_s=CALL_TIMEOUT_S)
+    try:
+        assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600 and stat.S_ISSOCK(socket_path.stat().st_mode)
+        assert client.status()["finished"] is False
+        assert [entry.name for entry in deep.iterdir()] == ["api.sock"]  # the private directory it was bound in is gone
+    finally:
+        client.close()
+        os.close(directory)
+        server.stop(grace=None).wait(5)
