@@ -105,20 +105,26 @@ class BoundedUnixServer(socketserver.UnixStreamServer):
 
     def __init__(self, path: Path, handler: type[socketserver.BaseRequestHandler], *, max_connections: int,
                  owner_uid: int | None, on_refused: Callable[[], None]) -> None:
-        super().__init__(str(path), handler, bind_and_activate=False)
+        # Bound through its directory's descriptor: a Unix socket address holds 107 bytes, and a Run directory below a
+        # deep checkout is longer than that.
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        bound = f"/proc/self/fd/{directory}/{path.name}"
+        super().__init__(bound, handler, bind_and_activate=False)
         self._max_connections = max_connections
         self._on_refused = on_refused
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         try:
             self.server_bind()
-            os.chmod(path, SOCKET_MODE)  # not yet listening: nobody can connect before this holds
+            os.chmod(bound, SOCKET_MODE)  # not yet listening: nobody can connect before this holds
             if owner_uid is not None and owner_uid != os.geteuid():
-                os.chown(path, owner_uid, -1, follow_symlinks=False)
+                os.chown(path.name, owner_uid, -1, dir_fd=directory, follow_symlinks=False)
             self.server_activate()
         except BaseException:
             self.server_close()
             raise
+        finally:
+            os.close(directory)
 
     @property
     def open_connections(self) -> int:

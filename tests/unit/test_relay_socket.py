@@ -11,6 +11,7 @@ from support.other_uid import AGENT_UID, OTHER_UID, as_uid
 from support.relay_harness import FakeUpstream, Relays, clear_proxy_variables, serving
 
 from orchestrator.relay.policy import RelayPolicy, StaticCredential
+from orchestrator.relay.server import ModelRelay
 
 
 @pytest.fixture
@@ -63,3 +64,22 @@ def test_by_default_the_relay_socket_is_the_hosts_own_and_refuses_every_other_ui
     assert status_as(AGENT_UID, str(started.socket)) == "refused: PermissionError"
     assert status_as(OTHER_UID, str(started.socket)) == "refused: PermissionError"
     assert started.relay.counters.requests == 0
+
+
+def test_the_relay_serves_at_a_socket_path_longer_than_a_unix_socket_address_allows(tmp_path, monkeypatch):
+    clear_proxy_variables(monkeypatch)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # a Run directory below a deep checkout
+    deep.mkdir(parents=True)
+    socket_path = deep / "relay.sock"
+    assert len(os.fsencode(socket_path)) > 108
+    with serving(FakeUpstream()) as upstream:
+        policy = RelayPolicy(upstream=upstream.url, allow_paths=("/v1/echo",), credential=StaticCredential(header="authorization", value="k"))
+        relay = ModelRelay(policy, socket_path, tmp_path / "records.jsonl")
+        directory = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert stat.S_IMODE(os.stat(socket_path).st_mode) == 0o600
+            assert status_as(os.geteuid(), f"/proc/self/fd/{directory}/relay.sock") == "HTTP/1.1 200 OK"
+            assert relay.counters.requests == 1
+        finally:
+            os.close(directory)
+            relay.close()
