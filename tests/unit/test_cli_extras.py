@@ -66,11 +66,14 @@ print(json.dumps(results))
 
 def test_each_command_that_needs_the_kubernetes_client_names_its_extra_in_one_line_and_exits_3(tmp_path):
     spec = str(kubernetes_spec(tmp_path))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({"name": "k", "benchmarks": ["cartpole"], "agents": [{"name": "r", "agent": {"kind": "random"}}],
+                                     "protocol": {"sandbox": {"backend": "kubernetes"}}}))
     lines = {
         "--backend kubernetes": [["gc", "--backend", "kubernetes"],
                                  ["evaluate", str(REPO / "environments" / "cartpole" / "baseline"), "--benchmark", "cartpole",
                                   "--backend", "kubernetes"]],
-        "sandbox.backend: kubernetes": [["run", spec], ["spec", "check", spec]],
+        "sandbox.backend: kubernetes": [["run", spec], ["spec", "check", spec], ["suite", "run", str(suite), "-o", str(tmp_path / "out")]],
     }
     everything = [line for group in lines.values() for line in group] + [["gc", "--backend", "kubernetes", "--json"]]
     result = run_without("kubernetes", _COMMANDS, json.dumps(everything), cwd=tmp_path)
@@ -79,7 +82,7 @@ def test_each_command_that_needs_the_kubernetes_client_names_its_extra_in_one_li
     expected = [(3, f"error: {feature} needs the optional package kubernetes: {KUBERNETES_EXTRA}\n")
                 for feature, group in lines.items() for _ in group]
     assert [(r["code"], r["stderr"]) for r in results[:-1]] == expected
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["shim", "spec.yaml"]  # nothing started, no run directory
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shim", "spec.yaml", "suite.yaml"]  # nothing started, no run or suite directory
     # Under --json the missing extra is the error object, with a code of its own.
     error = json.loads(results[-1]["stdout"])
     assert results[-1]["code"] == 3 and error["exit_code"] == 3
