@@ -8,6 +8,11 @@ processes, resolving the Benchmark and its images, starting the sandbox (the
 runner lanes), the Episode (its container start included) and closing.
 Prints the median of each stage (`python bench/fixed_cost.py`, also part of
 `make bench`).
+
+Before them, the start of the CLI itself: the wall time of `epg-orchestrate
+--help` and of `epg-orchestrate run --help` from a fresh interpreter, and how
+many modules each has loaded when it exits, side by side with `python -c pass`
+(`--start-only` prints these alone: they need no engine).
 """
 
 from __future__ import annotations
@@ -72,7 +77,43 @@ def fixed_cost(program_dir: Path, samples: int) -> dict[str, float]:
     return {stage: median(run[i] for run in runs) for i, stage in enumerate(STAGES)}
 
 
+# What each start figure runs after the interpreter is up; the hook reports the modules loaded at exit.
+_AT_EXIT = "import atexit, sys; atexit.register(lambda: sys.stderr.write(f'\\nmodules loaded: {len(sys.modules)}\\n'))"
+STARTS = {
+    "python -c pass": ([], "pass"),
+    "epg-orchestrate --help": (["--help"], "from orchestrator.cli.app import main; main()"),
+    "epg-orchestrate run --help": (["run", "--help"], "from orchestrator.cli.app import main; main()"),
+}
+
+
+def start_cost(samples: int) -> dict[str, tuple[float, int]]:
+    """Median wall seconds and the modules loaded at exit of each of STARTS, over samples fresh processes each
+    (the samples of the commands interleaved, so a busy moment of the machine weighs on all of them)."""
+    times: dict[str, list[float]] = {name: [] for name in STARTS}
+    modules: dict[str, int] = {}
+    for _ in range(samples):
+        for name, (argv, code) in STARTS.items():
+            began = time.perf_counter()
+            result = subprocess.run([sys.executable, "-c", f"{_AT_EXIT}; {code}", *argv], capture_output=True, text=True, cwd=REPO)
+            times[name].append(time.perf_counter() - began)
+            if result.returncode != 0:
+                raise RuntimeError(f"{name} failed: {result.stderr[-2000:]}")
+            modules[name] = int(result.stderr.rsplit("modules loaded: ", 1)[1].split()[0])
+    return {name: (median(times[name]), modules[name]) for name in STARTS}
+
+
+def print_start_cost(samples: int) -> None:
+    figures = start_cost(samples)
+    reference, reference_modules = figures["python -c pass"]
+    print(f"\nstart of the CLI, median of {samples} fresh processes: wall time, modules loaded at exit, "
+          "and both against `python -c pass`\n", flush=True)
+    for name, (seconds, modules) in figures.items():
+        print(f"  {name:<34} {1000 * seconds:>7.0f} ms {seconds / reference:>6.1f} x   {modules:>5} modules "
+              f"{modules / reference_modules:>6.1f} x", flush=True)
+
+
 def print_fixed_cost(program_dir: Path, samples: int) -> None:
+    print_start_cost(max(samples, 5))
     stages = fixed_cost(program_dir, samples)
     print(f"\nfixed cost of a command, median of {samples} fresh processes, one CartPole Episode of the baseline\n", flush=True)
     for stage, seconds in stages.items():
@@ -85,9 +126,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--start-only", action="store_true", help="only the start of the CLI (no engine needed)")
     args = parser.parse_args()
     if args.child:
         child(args.child)
+        return 0
+    if args.start_only:
+        print_start_cost(args.samples)
         return 0
     print_fixed_cost(REPO / "environments" / "cartpole" / "baseline", args.samples)
     return 0

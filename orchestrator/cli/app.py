@@ -1,15 +1,20 @@
-"""The epg-orchestrate command."""
+"""The epg-orchestrate command.
+
+`--help` of the command and of every subcommand loads the command modules only: they import their engine, grpc,
+pydantic, Kubernetes and matplotlib users inside the command functions (tests/unit/test_cli_start.py).
+"""
 
 from __future__ import annotations
 
 import signal
+import sys
 from types import FrameType
 from typing import Annotated
 
 import typer
 
 from orchestrator.cli import envtest, evaluate, housekeeping, images, run, runs, suite
-from orchestrator.records.provenance import software
+from orchestrator.cli.common import ExitCode, fail, missing_extra_message, optional_module_missing
 
 app = typer.Typer(
     name="epg-orchestrate",
@@ -22,6 +27,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from orchestrator.records.provenance import software  # importlib.metadata: only when asked for
+
         versions = software()
         print(f"epg-orchestrate {versions['orchestrator']} (epg-sdk {versions['epg_sdk'] or 'not installed'}, "
               f"policy ABI {versions['policy_abi']}, Python {versions['python']})")
@@ -61,7 +68,17 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
-    app()
+    try:
+        app()
+    except ImportError as exc:
+        # The commands check their optional packages before they start; this is for one imported deeper on the way.
+        module = optional_module_missing(exc)
+        if module is None:
+            raise
+        try:
+            fail(missing_extra_message(module, "this command"), ExitCode.INFRASTRUCTURE, error_code="missing_extra")
+        except typer.Exit as exit_:
+            sys.exit(exit_.exit_code)
 
 
 if __name__ == "__main__":

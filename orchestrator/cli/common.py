@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import tempfile
@@ -29,7 +30,7 @@ class ExitCode(IntEnum):
     OK = 0
     BAD_INPUT = 1  # a spec, Program, path, name or record the user gave is wrong; or a check the command ran failed
     USAGE = 2  # the command line itself: unknown option, missing argument (typer's usage errors exit 2 too)
-    INFRASTRUCTURE = 3  # the engine, an image build, a registry, a runner: nothing the input could fix
+    INFRASTRUCTURE = 3  # the engine, an image build, a registry, a runner, a missing extra: nothing the input could fix
 
 
 _KINDS = {ExitCode.BAD_INPUT: "bad_input", ExitCode.USAGE: "usage", ExitCode.INFRASTRUCTURE: "infrastructure"}
@@ -86,3 +87,29 @@ def fail_infrastructure(exc: InfrastructureError, diagnostics_dir: Path | None =
         path.write_text(exc.evidence)
         fail(f"{exc.code.value}: {exc.message} (diagnostics: {path})", ExitCode.INFRASTRUCTURE, error_code=exc.code.value)
     fail(f"{exc.code.value}: {exc.message}", ExitCode.INFRASTRUCTURE, error_code=exc.code.value)
+
+
+# The optional features: the module each needs and the extra of the epg-orchestrator distribution that installs it
+# (pyproject.toml, [project.optional-dependencies]).
+EXTRAS = {"kubernetes": "kubernetes", "matplotlib": "reports"}
+
+
+def missing_extra_message(module: str, feature: str) -> str:
+    """The one line that says feature needs the extra that installs module, and the pip command that installs it."""
+    extra = EXTRAS[module]
+    return f"{feature} needs the optional package {module}: pip install 'epg-orchestrator[{extra}]'"
+
+
+def require_extra(module: str, feature: str) -> None:
+    """Import module (one of EXTRAS) for feature; when it cannot be imported, fail with the one line that names its
+    extra (exit 3, error code `missing_extra`)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        fail(missing_extra_message(module, feature), ExitCode.INFRASTRUCTURE, error_code="missing_extra")
+
+
+def optional_module_missing(exc: ImportError) -> str | None:
+    """The module of EXTRAS that exc failed to import, or None when exc is about any other module."""
+    root = (exc.name or "").split(".")[0]
+    return root if root in EXTRAS else None

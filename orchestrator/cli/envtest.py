@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.backends.engine import DockerEngine
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
 from orchestrator.cli.terminal import plain
-from orchestrator.envcheck import EnvCheckError, EnvReport, check_environment
 from orchestrator.kernel.codes import InfrastructureError
-from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
+
+if TYPE_CHECKING:
+    from orchestrator.envcheck import EnvReport
 
 app = typer.Typer(help="Check and create environment packages and images.", no_args_is_help=True)
 
@@ -36,6 +36,9 @@ def env_test(
     Exit status: 0 every check passed, 1 a check failed or the target is bad, 2 usage,
     3 infrastructure (the engine, an image build, or a check that did not finish in time).
     """
+    from orchestrator.backends.engine import DockerEngine  # the engine's client: loaded by the command, not by --help
+    from orchestrator.envcheck import EnvCheckError, check_environment
+
     json_mode(as_json)
     progress = (lambda message: None) if as_json else (lambda message: err.print(plain(message, "dim")))
     try:
@@ -79,6 +82,8 @@ def env_new(
     as_json: Json = False,
 ) -> None:
     """Generate an environment package wrapping a gymnasium environment: pyproject, module, README with its real spaces, a weak baseline, tests."""
+    from orchestrator.scaffold import ScaffoldError, new_gymnasium_package
+
     json_mode(as_json)
     try:
         created = new_gymnasium_package(directory, gymnasium, benchmark_id=benchmark_id or gymnasium,

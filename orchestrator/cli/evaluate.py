@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,10 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from epg_sdk.planning import SPLITS
-from epg_sdk.runtime.episode_loop import EpisodeLimits
-from orchestrator.backends.kubernetes.manifests import ClusterTarget
-from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
-from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, usage
+from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, require_extra, usage
 from orchestrator.cli.options import (
     Backend,
     Base,
@@ -33,15 +30,13 @@ from orchestrator.cli.options import (
     environment_roots,
 )
 from orchestrator.cli.terminal import plain
-from orchestrator.compose import KubernetesOptions, SandboxOptions, open_sandbox, sandbox_provenance
-from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
-from orchestrator.kernel.evaluation import Evaluation, evaluate_program
 from orchestrator.kernel.program import Program, ProgramError, capture_program
-from orchestrator.records.atomic import write_json
-from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
-from orchestrator.records.provenance import timing, utc_now
 
+if TYPE_CHECKING:
+    from orchestrator.compose import SandboxOptions
+    from orchestrator.images.catalogue import EnvironmentPackage
+    from orchestrator.kernel.evaluation import Evaluation
 
 def evaluate(
     program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False,
@@ -75,9 +70,21 @@ def evaluate(
     --output DIR writes feedback.json, evaluation.json and artifacts/ there (--out is the same option).
     Exit status: 0 evaluated (whatever the policy did), 1 bad Program or Benchmark, 2 usage, 3 infrastructure.
     """
+    # Loaded here, not with the CLI: --help would pay for the engine's client, grpc and pydantic.
+    from epg_sdk.runtime.episode_loop import EpisodeLimits
+    from orchestrator.backends.kubernetes.manifests import ClusterTarget
+    from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
+    from orchestrator.compose import KubernetesOptions, SandboxOptions
+    from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
+    from orchestrator.records.atomic import write_json
+    from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
+    from orchestrator.records.provenance import timing, utc_now
+
     json_mode(as_json)
     if split not in SPLITS:
         usage(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
+    if backend == "kubernetes":
+        require_extra("kubernetes", "--backend kubernetes")
     try:
         program = capture_program(program_dir)
     except ProgramError as exc:
@@ -120,6 +127,9 @@ def evaluate(
 
 def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program, split: str, seed: int, episodes: int,
          quiet: bool) -> tuple[Evaluation, dict[str, object]]:
+    from orchestrator.compose import open_sandbox, sandbox_provenance
+    from orchestrator.kernel.evaluation import evaluate_program
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=quiet) as progress:
         task = progress.add_task("preparing the sandbox", total=episodes)

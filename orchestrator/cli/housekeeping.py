@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.kubernetes.manifests import ClusterTarget, label_selector
-from orchestrator.backends.labels import selector
-from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json
+from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json, require_extra
 from orchestrator.cli.options import Backend, Environments, Json, KubeContext, KubeNamespace, environment_roots
-from orchestrator.compose import reap_cluster_orphans, reap_orphans
-from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
+
+if TYPE_CHECKING:
+    from orchestrator.backends.kubernetes.manifests import ClusterTarget
 
 
 def gc(
@@ -30,6 +28,12 @@ def gc(
     With --backend kubernetes: the Pods and NetworkPolicies of the namespace, by label selector.
     Exit status: 0 reaped (or nothing to reap), 3 the engine did not answer or refused a removal.
     """
+    # The engine's client and the compose layer are loaded by the command, not by --help.
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.backends.kubernetes.manifests import ClusterTarget
+    from orchestrator.backends.labels import selector
+    from orchestrator.compose import reap_orphans
+
     json_mode(as_json)
     if backend == "kubernetes":
         return _gc_cluster(ClusterTarget(context=context, namespace=namespace), all_, scope, as_json)
@@ -52,7 +56,10 @@ def gc(
 
 
 def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) -> None:
+    require_extra("kubernetes", "--backend kubernetes")
     from orchestrator.backends.kubernetes.cluster import Cluster  # the client's import costs a second: only when asked for
+    from orchestrator.backends.kubernetes.manifests import label_selector
+    from orchestrator.compose import reap_cluster_orphans
 
     try:
         cluster = Cluster.connect(target)
@@ -74,6 +81,8 @@ def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) ->
 
 def benchmarks(environments: Environments = None, as_json: Json = False) -> None:
     """List the benchmarks of the environment packages."""
+    from orchestrator.images.catalogue import CatalogueError, discover  # with pydantic: loaded by the command, not by --help
+
     json_mode(as_json)
     try:
         packages = discover(environment_roots(environments))

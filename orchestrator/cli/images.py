@@ -6,19 +6,18 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.table import Table
 
-from orchestrator.backends.engine import DockerEngine
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Base, Environments, Json, environment_roots
-from orchestrator.images import registry as registries
-from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import CatalogueError
-from orchestrator.images.disk import disk_bytes
 from orchestrator.kernel.codes import InfrastructureError
+
+if TYPE_CHECKING:
+    from orchestrator.images.builder import ImageBuilder
+    from orchestrator.images.registry import Transfer
 
 app = typer.Typer(help="Build, list, push and pull the offline images.", no_args_is_help=True)
 
@@ -27,19 +26,30 @@ Registry = Annotated[str, typer.Option("--registry", help="Registry as HOST[:POR
 
 
 def _builder(base: str, environments) -> ImageBuilder:
+    # The engine's client and the builder are loaded by the commands, not by --help.
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.images.builder import ImageBuilder
+
     engine = DockerEngine.connect()
     return ImageBuilder(engine.client, base=base, environments=environment_roots(environments), progress=lambda m: err.print(m, highlight=False))
 
 
 def _fail_from(exc: Exception) -> NoReturn:
+    from orchestrator.images.registry import RegistryError
+
     if isinstance(exc, InfrastructureError):
         fail_infrastructure(exc)
-    if isinstance(exc, registries.RegistryError):
+    if isinstance(exc, RegistryError):
         fail(str(exc), ExitCode.INFRASTRUCTURE)
     fail(str(exc).strip("'\""))
 
 
-Failures = (InfrastructureError, KeyError, CatalogueError, registries.RegistryError, FileExistsError)
+def _failures() -> tuple[type[Exception], ...]:
+    """What an images command turns into an error line (_fail_from) rather than a traceback."""
+    from orchestrator.images.catalogue import CatalogueError
+    from orchestrator.images.registry import RegistryError
+
+    return InfrastructureError, KeyError, CatalogueError, RegistryError, FileExistsError
 
 
 @app.command("build")
@@ -48,7 +58,7 @@ def build(names: Names = None, base: Base = "auto", environments: Environments =
     json_mode(as_json)
     try:
         results = _builder(base, environments).ensure(names or None)
-    except Failures as exc:
+    except _failures() as exc:
         _fail_from(exc)
     built = [r for r in results if r.built]
     if as_json:
@@ -66,11 +76,13 @@ def list_images(base: Base = "auto", environments: Environments = None, as_json:
     all the built ones take together (each shared layer, such as the base, counted once)."""
     json_mode(as_json)
     try:
+        from orchestrator.images.disk import disk_bytes
+
         builder = _builder(base, environments)
         statuses = builder.status(make_base=False)
         present = [s.tag for s in statuses if s.present]
         disk = disk_bytes(present, builder.client.api.history)
-    except Failures as exc:
+    except _failures() as exc:
         _fail_from(exc)
     if as_json:
         print_json({"images": [{"name": s.name, "tag": s.tag or None, "present": s.present, "pinned": s.pinned or None,
@@ -94,7 +106,7 @@ def prune(base: Base = "auto", environments: Environments = None, as_json: Json 
     json_mode(as_json)
     try:
         removed = _builder(base, environments).prune()
-    except Failures as exc:
+    except _failures() as exc:
         _fail_from(exc)
     if as_json:
         print_json({"removed": removed})
@@ -116,7 +128,7 @@ def context(
     json_mode(as_json)
     try:
         written = _builder(base, environments).context(name, directory)
-    except Failures as exc:
+    except _failures() as exc:
         _fail_from(exc)
     args = " ".join(f"--build-arg {key}={shlex.quote(value)}" for key, value in written.build_args.items())
     command = f"docker build {args} -t {written.tag} {shlex.quote(str(directory))}"
@@ -126,12 +138,12 @@ def context(
     out.print(command, highlight=False, soft_wrap=True)
 
 
-def _transfer_json(registry: str, transfers: list[registries.Transfer]) -> dict:
+def _transfer_json(registry: str, transfers: list[Transfer]) -> dict:
     images = [{"name": t.name, "tag": t.tag, "remote": t.remote, "id": t.image_id, "seconds": round(t.seconds, 3)} for t in transfers]
     return {"registry": registry, "images": images}
 
 
-def _print_transfers(verb: str, transfers: list[registries.Transfer]) -> None:
+def _print_transfers(verb: str, transfers: list[Transfer]) -> None:
     for transfer in transfers:
         out.print(f"{transfer.name:<28} {transfer.remote:<64} {verb}", highlight=False)
     out.print(f"{len(transfers)} {verb}")
@@ -140,6 +152,8 @@ def _print_transfers(verb: str, transfers: list[registries.Transfer]) -> None:
 @app.command("push")
 def push(registry: Registry, names: Names = None, base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
     """Push built images as HOST[:PORT]/epg/NAME:TAG (a bootstrapped base image too, so `pull` elsewhere finds the same tags)."""
+    from orchestrator.images import registry as registries
+
     json_mode(as_json)
     try:
         registries.check_registry(registry)
@@ -149,7 +163,7 @@ def push(registry: Registry, names: Names = None, base: Base = "auto", environme
         if base_tag is not None:
             wanted.insert(0, ("base", base_tag))
         transfers = registries.push(builder.client, registry, wanted, lambda m: err.print(m, highlight=False))
-    except Failures as exc:
+    except _failures() as exc:
         _fail_from(exc)
     if as_json:
         print_json(_transfer_json(registry, transfers))
@@ -170,6 +184,8 @@ def pull(registry: Registry, names: Names = None, base: Base = "auto", environme
     A registry's tags can be moved by whoever writes to it: with --pushed an image that is not the one pushed is
     refused (exit 3).
     """
+    from orchestrator.images import registry as registries
+
     json_mode(as_json)
     progress = lambda m: err.print(m, highlight=False)  # noqa: E731
     expected = _pushed_ids(pushed) if pushed is not None else None
@@ -184,7 +200,7 @@ def pull(registry: Registry, names: Names = None, base: Base = "auto", environme
             transfers += registries.pull(builder.client, registry, [("base", base_tag)], progress, expected)
         wanted = [(status.name, status.tag) for status in builder.status(names or None)]
         transfers += registries.pull(builder.client, registry, wanted, progress, expected)
-    except Failures as exc:
+    except _failures() as exc:
         _fail_from(exc)
     if as_json:
         print_json(_transfer_json(registry, transfers))

@@ -1,4 +1,9 @@
-"""CLI options used by more than one command, declared once."""
+"""CLI options used by more than one command, declared once.
+
+Everything a command's signature names is imported by `--help`: this module and the command modules import at
+their top only what is cheap (typer, rich, the standard library, pure modules); the engine's client, grpc, pydantic
+and the layers that use them are imported inside the command functions.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
-
-from orchestrator.backends.container_spec import ContainerRuntime
-from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS
 
 if TYPE_CHECKING:
     from orchestrator.run.relay_setup import CredentialGrant
@@ -63,6 +65,8 @@ def environment_roots(extra: list[Path] | None) -> list[Path] | None:
 
     Raises typer.BadParameter for a root that is not a directory.
     """
+    from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS  # with pydantic: loaded by the commands that use it
+
     for root in extra or ():
         if not root.is_dir():
             raise typer.BadParameter(f"{root} is not a directory", param_hint="--environments")
@@ -73,6 +77,9 @@ Concurrency = Annotated[
 PoolSize = Annotated[
     int, typer.Option("--pool-size", min=0, help="Policy containers kept pre-started (each used once).")
 ]
+# backends.container_spec.ContainerRuntime, spelled out here so that no command's --help imports docker-py (a unit
+# test keeps the two equal).
+ContainerRuntime = Literal["runc", "runsc"]
 Runtime = Annotated[
     ContainerRuntime,
     typer.Option("--runtime", help="OCI runtime of the policy containers: runc, or runsc (gVisor; scripts/ensure-docker.sh registers it)."),

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
-from orchestrator.backends.engine import DockerEngine
-from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, usage
+from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage
 from orchestrator.cli.options import AllowCredential, Base, Environments, OutputDir, Scope, credential_grants, environment_roots
-from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.kernel.program import ProgramError
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import RecordError
-from orchestrator.run.spec import CommandAgent, RunSpec, SpecError, load_spec
+
+if TYPE_CHECKING:
+    from orchestrator.run.spec import RunSpec
 
 
 def run(
@@ -38,7 +38,9 @@ def run(
     Exit status: 0 the Run ended (whatever its terminal reason), 1 bad spec, Program, key or run directory,
     2 usage, 3 infrastructure (its evidence under RUN_DIR/diagnostics).
     """
-    # Loaded here, not with the CLI: every other command would pay for them (the relay's HTTP client among them).
+    # Loaded here, not with the CLI: --help and every other command would pay for them (the engine's client, grpc,
+    # pydantic, the relay's HTTP client).
+    from orchestrator.images.catalogue import CatalogueError, discover
     from orchestrator.run.driver import RunDriver, RunOptions
     from orchestrator.run.preflight import preflight, preflight_benchmark
     from orchestrator.run.relay_setup import RelayConfigError, with_grants
@@ -53,6 +55,7 @@ def run(
         fail(f"{resume} is not a run directory (it holds no events.jsonl)")
     path = spec_file if spec_file is not None else resume / "spec.yaml"
     spec, text = load_checked_spec(path)
+    require_backend(spec)
     spec = with_grants(spec, credential_grants(allow_credential))
     roots = environment_roots(environments)
     try:
@@ -97,10 +100,18 @@ def run(
 
 def load_checked_spec(path: Path) -> tuple[RunSpec, str]:
     """The spec at path and its text; an invalid one fails the command with one line per problem."""
+    from orchestrator.run.spec import SpecError, load_spec
+
     try:
         return load_spec(path)
     except SpecError as exc:
         fail(f"{path}: invalid spec", problems=exc.problems)
+
+
+def require_backend(spec: RunSpec) -> None:
+    """Fail the command, before anything starts, when the spec's sandbox backend needs an extra that is not installed."""
+    if spec.sandbox.backend == "kubernetes":
+        require_extra("kubernetes", "sandbox.backend: kubernetes")
 
 
 def print_credential_routes(spec: RunSpec) -> None:
@@ -117,7 +128,9 @@ def print_credential_routes(spec: RunSpec) -> None:
 
 def image_checker(spec: RunSpec) -> Callable[[str], bool] | None:
     """engine.image_exists when the spec names an agent image the orchestrator does not build; else None. Raises InfrastructureError."""
+    from orchestrator.backends.engine import DockerEngine
     from orchestrator.run.preflight import BUILT_AGENT_IMAGES
+    from orchestrator.run.spec import CommandAgent
 
     if isinstance(spec.agent, CommandAgent) and spec.agent.image not in BUILT_AGENT_IMAGES:
         return DockerEngine.connect().image_exists

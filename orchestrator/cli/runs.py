@@ -10,23 +10,18 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, Literal, NoReturn, Optional
 
 import typer
 from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
 from orchestrator.cli.options import AllowCredential, Base, Environments, Json, Scope, credential_grants, environment_roots
-from orchestrator.cli.run import image_checker
+from orchestrator.cli.run import image_checker, require_backend
 from orchestrator.cli.terminal import one_line
-from orchestrator.images.catalogue import CatalogueError, discover
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records import safe_read, schema
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.reports.export import ProgramForm, export_records, find_runs, write_jsonl
-from orchestrator.reports.replay import ReplayError
-from orchestrator.run.seed_key import SeedKeyError
-from orchestrator.run.spec import SpecError, json_schema, load_spec
 
 spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
 runs_app = typer.Typer(help="Look at run directories.", no_args_is_help=True)
@@ -49,9 +44,11 @@ def spec_check(
     YAML syntax errors print as `line:column: reason`. Exit status: 0 valid, 1 problems, 2 usage,
     3 the engine did not answer (asked only when the spec names an agent image of its own).
     """
-    # With the relay's HTTP client: loaded by the commands that use it.
+    # With pydantic and the relay's HTTP client: loaded by the commands that use them, not by --help.
+    from orchestrator.images.catalogue import CatalogueError, discover
     from orchestrator.run.preflight import preflight
     from orchestrator.run.relay_setup import RelayConfigError, credential_routes, with_grants
+    from orchestrator.run.spec import SpecError, load_spec
 
     json_mode(as_json)
     document: dict[str, Any] = {"spec": str(spec_file), "valid": False, "problems": []}
@@ -59,6 +56,7 @@ def spec_check(
         spec, _ = load_spec(spec_file)
     except SpecError as exc:
         _report_spec(document | {"problems": exc.problems}, as_json)
+    require_backend(spec)
     spec = with_grants(spec, credential_grants(allow_credential))
     try:
         problems = preflight(spec, spec_file.resolve().parent, discover(environment_roots(environments)), image_exists=image_checker(spec))
@@ -94,6 +92,8 @@ def _report_spec(document: dict[str, Any], as_json: bool) -> NoReturn:
 @spec_app.command("schema")
 def spec_schema() -> None:
     """Print the JSON Schema of spec files."""
+    from orchestrator.run.spec import json_schema
+
     print(json.dumps(json_schema(), indent=2))
 
 
@@ -239,7 +239,7 @@ def runs_report(
     Exit status: 0 written, 1 not a readable run directory, 2 usage.
     """
     json_mode(as_json)
-    from orchestrator.reports.report import report_json, write_html_report  # matplotlib loads only for a report
+    from orchestrator.reports.report import report_json, write_html_report  # matplotlib loads only for a page's plots
 
     try:
         if as_json and html is None:
@@ -255,6 +255,8 @@ def runs_report(
         return
     for problem in document["problems"]:
         err.print(f"[yellow]note:[/] {one_line(problem)}", highlight=False)
+    if document.get("plots_left_out"):
+        err.print(f"[yellow]note:[/] {one_line(document['plots_left_out'])}", highlight=False)
     out.print(f"{one_line(document['benchmark'])}: {len(document['submissions'])} Submissions, {document['episodes_spent']} Episodes spent, "
               f"selected {one_line(document['selected'] or 'none')}, Assessment {_number(document['assessment_score'])}", highlight=False)
     out.print(f"area under the best-so-far curve {_number(document['best_so_far_auc'])} (mean {_number(document['best_so_far_mean'])}), "
@@ -270,14 +272,18 @@ class ExportFormat(StrEnum):
     JSONL = "jsonl"
 
 
+# reports.export.ProgramForm's values, spelled out so that --help loads no reports module (a unit test keeps them equal).
+ProgramFormName = Literal["files", "diff"]
+
+
 @runs_app.command("export")
 def runs_export(
     run_dir: ExistingDirectory,
     output_format: Annotated[ExportFormat, typer.Option("--format", help="Output format: jsonl (one record per line).")] = ExportFormat.JSONL,
     out_file: Annotated[Optional[Path], typer.Option("--out", "-o", "--output", help="File to write (default: stdout).",
                                                      dir_okay=False, show_default=False)] = None,
-    program: Annotated[ProgramForm, typer.Option("--program", help="Each Submission's Program as its files, or as a diff against the one before.")]
-    = ProgramForm.FILES,
+    program: Annotated[ProgramFormName, typer.Option("--program", help="Each Submission's Program as its files, or as a diff against the one before.")]
+    = "files",
     as_json: Annotated[bool, typer.Option("--json", help="With --out: print a JSON summary (runs, records, file) on stdout.")] = False,
 ) -> None:
     """Export a Run (or every Run below a directory, e.g. a suite's) as JSON Lines, one record per step of the agent's evolution.
@@ -286,6 +292,8 @@ def runs_export(
     and the outcome (Validation, Assessment); schema in docs/export.md. Hidden data never appears.
     Exit status: 0 exported, 1 no run directory there or an unreadable run.json, 2 usage.
     """
+    from orchestrator.reports.export import ProgramForm, export_records, find_runs, write_jsonl
+
     json_mode(as_json)
     if as_json and out_file is None:
         usage("--json needs --out FILE: without it the records themselves go to stdout")
@@ -297,7 +305,7 @@ def runs_export(
     try:
         for directory in runs:
             name = directory.relative_to(run_dir).as_posix()
-            count += write_jsonl(export_records(directory, name=name, program_form=program), handle)
+            count += write_jsonl(export_records(directory, name=name, program_form=ProgramForm(program)), handle)
     except schema.RecordError as exc:
         fail(str(exc))
     finally:
@@ -328,7 +336,12 @@ def runs_replay(
     3 infrastructure.
     """
     json_mode(as_json)
-    from orchestrator.reports.rerun import replay_run  # the engine's client loads only for a replay
+    # The engine's client, the compose layer and the Run's spec load only for a replay.
+    from orchestrator.images.catalogue import CatalogueError
+    from orchestrator.reports.replay import ReplayError
+    from orchestrator.reports.rerun import replay_run
+    from orchestrator.run.seed_key import SeedKeyError
+    from orchestrator.run.spec import SpecError
 
     try:
         reports, images = replay_run(run_dir, targets, scope=scope, base=base, environments=environment_roots(environments),

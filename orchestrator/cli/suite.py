@@ -10,23 +10,22 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage
 from orchestrator.cli.options import AllowCredential, Base, Environments, Json, OutputDir, Scope, credential_grants, environment_roots
-from orchestrator.cli.run import image_checker
+from orchestrator.cli.run import image_checker, require_backend
 from orchestrator.cli.terminal import one_line
-from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
 from orchestrator.kernel.codes import InfrastructureError
 from orchestrator.records import safe_read
 from orchestrator.records.schema import RecordError
-from orchestrator.run.spec import SpecError, load_spec
-from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
-from orchestrator.suite.ranking import Standing
-from orchestrator.suite.report import SuiteReport, build_report
-from orchestrator.suite.runner import RunnerOptions, RunOutcome, SuiteRunner
-from orchestrator.suite.spec import MAX_SUITE_BYTES, SuiteSpec, SuiteSpecError, load_suite, plan_suite, socket_path_problems
 
+# The suite package reads spec files with pydantic: its modules load inside the commands, not with --help.
 if TYPE_CHECKING:
     from orchestrator.run.relay_setup import CredentialGrant
+    from orchestrator.suite.directory import SuiteDirectory
+    from orchestrator.suite.ranking import Standing
+    from orchestrator.suite.report import SuiteReport
+    from orchestrator.suite.runner import RunOutcome
+    from orchestrator.suite.spec import SuiteSpec
 
 app = typer.Typer(help="Suites: Benchmarks x agents x repeats under one protocol, and their ranking.", no_args_is_help=True)
 
@@ -52,6 +51,11 @@ def run(
     1 a bad suite file, a Run that cannot start, or Runs that ended on bad input, 2 usage, 3 a Run that ended
     otherwise (an infrastructure fault, a signal).
     """
+    from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
+    from orchestrator.suite.report import build_report
+    from orchestrator.suite.runner import RunnerOptions, SuiteRunner
+    from orchestrator.suite.spec import MAX_SUITE_BYTES
+
     json_mode(as_json)
     if (suite_file is None) == (resume is None):
         usage("give a suite file, or --resume SUITE_DIR")
@@ -95,6 +99,8 @@ def run(
 
 
 def _load(path: Path, text: str | None = None) -> SuiteSpec:
+    from orchestrator.suite.spec import SuiteSpecError, load_suite
+
     try:
         return load_suite(path, text)[0]
     except SuiteSpecError as exc:
@@ -105,13 +111,18 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
             grants: list[CredentialGrant]) -> Path:
     """Plan the suite, check every Run as `run` would (with the credentials granted), and write the suite directory;
     return it."""
+    from orchestrator.images.catalogue import CatalogueError, discover
     from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
     from orchestrator.run.relay_setup import with_grants
+    from orchestrator.suite.directory import SuiteDirectory
+    from orchestrator.suite.spec import SuiteSpecError, plan_suite, socket_path_problems
 
     spec_dir = suite_file.resolve().parent
     try:
         packages = discover(roots)
         plan = plan_suite(suite, spec_dir, packages)
+        for planned in plan:
+            require_backend(planned.spec)
         problems = [f"{planned.name}: {problem}" for planned in plan
                     for problem in preflight(with_grants(planned.spec, grants), spec_dir, packages,
                                              image_exists=image_checker(planned.spec))]
@@ -139,7 +150,9 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
     """
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.images.builder import ImageBuilder
+    from orchestrator.images.catalogue import CatalogueError, resolve_benchmark
     from orchestrator.run.relay_setup import AGENT_IMAGES
+    from orchestrator.run.spec import SpecError, load_spec
     from orchestrator.suite.directory import run_phase
 
     try:
@@ -229,7 +242,11 @@ def report(
     Works on an unfinished suite too (its missing entries rank last and the report says it is incomplete).
     Exit status: 0 a report was made, 1 SUITE_DIR holds no readable suite.json, 2 usage.
     """
+    from orchestrator.suite.report import build_report
+
     json_mode(as_json)
+    if html_out is not None:
+        require_extra("matplotlib", "suite report --html")  # the page's plots; the table alone needs no extra
     try:
         made = build_report(suite_dir)
     except RecordError as exc:

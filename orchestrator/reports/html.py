@@ -8,12 +8,25 @@ fall back to default-src), so no text from the records can redirect a relative U
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 from orchestrator.reports.diagnostics import RunDiagnostics, SubmissionPoint
-from orchestrator.reports.plots import FIGURE_PX, Plot
 from orchestrator.reports.run_records import RunRecords
+
+FIGURE_PX = (800, 340)  # (width, height) of every plot, whatever its data, so the page lays them out with fixed sizes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plot:
+    """One plot of the page (`reports.plots` draws them): a stable name (the HTML element's id), a title, a caption and its PNG."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 _STYLE = """
@@ -27,8 +40,8 @@ figcaption { font-size: 13px; color: #444; margin-top: 4px; }
 """
 
 
-def render_html(run: RunRecords, diagnostics: RunDiagnostics, plots: list[Plot]) -> str:
-    """Return the report page of run."""
+def render_html(run: RunRecords, diagnostics: RunDiagnostics, plots: list[Plot], plots_left_out: str | None = None) -> str:
+    """Return the report page of run; plots_left_out, when given, is said in place of the plots (why there are none)."""
     width, height = FIGURE_PX
     title = f"Run report: {run.root.name} ({diagnostics.benchmark})"
     parts = [
@@ -40,6 +53,8 @@ def render_html(run: RunRecords, diagnostics: RunDiagnostics, plots: list[Plot])
     if run.problems:
         parts.append("<h2>Unreadable records</h2><ul>" + "".join(f'<li class="problem">{escape(p)}</li>' for p in run.problems) + "</ul>")
     parts.append("<h2>Plots</h2>")
+    if plots_left_out:
+        parts.append(f'<p class="problem" id="plots-left-out">{escape(plots_left_out)}</p>')
     for plot in plots:
         data = base64.b64encode(plot.png).decode("ascii")
         parts.append(

@@ -4,6 +4,9 @@ Every plot is FIGURE_PX pixels (width, height) whatever its data, so a page can 
 fixed sizes; a plot without data says so in its frame. matplotlib's object API is used (Figure,
 not pyplot), so no global state or backend is touched.
 
+matplotlib is the `reports` extra of the distribution: the page (`reports.html`, which owns the plots' size and
+their `Plot` value) is written without this module when it is not installed.
+
 The records are not trusted to be drawable: every text taken from them (Submission ids, the metric's
 name, failure codes) has its `$` escaped, so matplotlib never parses it as mathtext; every number is
 drawn within +-PLOTTABLE (a score near 1e308 would overflow matplotlib's scales), and a plot that still
@@ -14,26 +17,15 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from orchestrator.reports.diagnostics import RunDiagnostics
+from orchestrator.reports.html import FIGURE_PX, Plot
 
 DPI = 100
-FIGURE_PX = (800, 340)
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Plot:
-    """One plot: a stable name (the HTML element's id), a title, a caption and its PNG."""
-
-    name: str
-    title: str
-    caption: str
-    png: bytes
 
 
 PLOTTABLE = 1e100  # numbers are drawn within +-PLOTTABLE; matplotlib's scales overflow near the largest floats

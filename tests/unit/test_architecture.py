@@ -420,3 +420,118 @@ def test_environment_packages_import_the_sdk_never_the_orchestrator(package):
     assert any(any(under(name, "epg_sdk") for name in names) for names in imports.values())
     assert {path: sorted(n for n in names if under(n, "orchestrator")) for path, names in imports.items()
             if any(under(n, "orchestrator") for n in names)} == {}
+
+
+# What ARCHITECTURE.md names in backticks exists: a module, function, class or method (dotted, from its package or from
+# any package above it: `kernel.seeds.keyed_seed`, `relay_setup.with_grants`, `ContainerPool.expect`), a key of the Run
+# spec (`relay.max_tokens`, `sandbox.backend: kubernetes`), or a file or directory of the repository (from its root or
+# from orchestrator/: `backends/kubernetes/relay.py`, `digests.py`).
+
+# Named in backticks, and none of the above, on purpose: what each is.
+NOT_IN_THE_CODE = {
+    "epg.benchmarks": "the entry-point group an environment package registers its Benchmarks in",
+    "orchestrator/bundled_environments": "made in the wheel by setup.py's build_py step",
+    "workspace/": "a directory of a run directory",
+    "private/": "a directory of a run directory",
+}
+FILE_SUFFIXES = (".json", ".jsonl", ".md", ".yaml", ".sock", ".sh", ".toml", ".lock", ".html", ".log")
+_DOTTED = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:: .*)?")
+
+
+def _defined(body: list[ast.stmt], name: str) -> ast.AST | None:
+    """The statement of body that defines name (a def, a class, an assignment, a field), or None."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return node
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            return node
+    return None
+
+
+def _members_exist(body: list[ast.stmt], names: list[str]) -> bool:
+    for name in names:
+        node = _defined(body, name)
+        if node is None:
+            return False
+        body = getattr(node, "body", [])
+    return True
+
+
+@cache
+def _first_party() -> dict[str, list[ast.stmt]]:
+    """Every first-party module's dotted name -> its parsed body."""
+    return {module_name(REPO_ROOT / path): ast.parse((REPO_ROOT / path).read_text()).body for path in all_modules()}
+
+
+def _code_exists(dotted: str) -> bool:
+    """Whether dotted names a module, or something a module defines, with the module named from any package above it."""
+    parts = dotted.split(".")
+    for name, body in _first_party().items():
+        segments = name.split(".")
+        for length in range(len(parts), 0, -1):
+            if segments[-length:] == parts[:length] and _members_exist(body, parts[length:]):
+                return True
+    # A class named alone: `ContainerPool.cancel_batch`.
+    return any(_members_exist(body, parts) for body in _first_party().values() if _defined(body, parts[0]) is not None
+               and isinstance(_defined(body, parts[0]), ast.ClassDef))
+
+
+def _names_first_party(dotted: str) -> bool:
+    """Whether dotted starts with the name of a first-party package or module, or of a class one defines."""
+    head = dotted.split(".")[0]
+    return any(head in module.split(".") or isinstance(_defined(body, head), ast.ClassDef) for module, body in _first_party().items())
+
+
+def _spec_key_exists(dotted: str) -> bool:
+    from orchestrator.run.spec import json_schema
+
+    schema = json_schema()
+    definitions, node = schema["$defs"], schema
+    for key in dotted.split("."):
+        while "$ref" in node or "anyOf" in node:
+            node = definitions[node["$ref"].rsplit("/", 1)[1]] if "$ref" in node else next(
+                option for option in node["anyOf"] if "$ref" in option or "properties" in option)
+        if key not in node.get("properties", {}):
+            return False
+        node = node["properties"][key]
+    return True
+
+
+def _path_exists(path: str) -> bool:
+    if "/" not in path:  # a file named alone: anywhere below orchestrator/ or sdk/
+        return any((REPO_ROOT / top).rglob(path) for top in ("orchestrator", "sdk"))
+    return (REPO_ROOT / path).exists() or (REPO_ROOT / "orchestrator" / path).exists()
+
+
+def architecture_names() -> tuple[set[str], set[str]]:
+    """The dotted names and the repository paths that ARCHITECTURE.md puts in backticks."""
+    dotted, paths = set(), set()
+    for token in re.findall(r"`([^`\n]+)`", (REPO_ROOT / "ARCHITECTURE.md").read_text()):
+        if token in NOT_IN_THE_CODE or token.startswith("/"):  # an absolute path is one inside a container
+            continue
+        if re.fullmatch(r"[\w./-]+", token) and ("/" in token or token.endswith(".py")):
+            first = token.split("/")[0]
+            if token.endswith(".py") or (REPO_ROOT / first).is_dir() or (REPO_ROOT / "orchestrator" / first).is_dir():
+                paths.add(token)  # not a Kubernetes name such as `pods/exec`
+        elif (match := _DOTTED.fullmatch(token)) and not token.endswith(FILE_SUFFIXES):
+            dotted.add(match.group(1))
+    return dotted, paths
+
+
+def test_every_module_function_spec_key_and_path_architecture_md_names_exists():
+    dotted, paths = architecture_names()
+    assert {"kernel.seeds.keyed_seed", "ContainerPool.expect", "relay.max_tokens", "epg_sdk.outcomes"} <= dotted
+    assert {"backends/kubernetes/relay.py", "digests.py", "tests/unit/test_workspace_races.py"} <= paths
+    first_party = {name for name in dotted if _names_first_party(name)}
+    assert {"ContainerPool.expect", "relay.max_tokens"} <= first_party and "http.client" not in first_party
+    missing = sorted(name for name in first_party if not _code_exists(name) and not _spec_key_exists(name))
+    assert missing == []
+    assert sorted(path for path in paths if not _path_exists(path)) == []
+
+
+def test_the_name_check_refuses_a_function_that_moved_and_a_path_that_does_not_exist():
+    assert _code_exists("epg_sdk.outcomes.classify_episode") and not _code_exists("kernel.outcomes.classify_episode")
+    assert _code_exists("relay_setup.with_grants") and _code_exists("SandboxTuning.keep_used") and not _code_exists("ContainerPool.no_such")
+    assert _spec_key_exists("sandbox.kubernetes.runtime_class_name") and not _spec_key_exists("sandbox.kubernetes.no_such")
+    assert _path_exists("backends/kubernetes/relay.py") and not _path_exists("backends/docker/relay.py")

@@ -237,7 +237,7 @@ def test_suite_run_checks_each_runs_credential_with_the_leave_given_and_passes_i
             started.extend(runner.run_command(self.directory, run, self.options) for run in self.directory.read_manifest()["runs"])
             return []
 
-    monkeypatch.setattr("orchestrator.cli.suite.SuiteRunner", RecordingRunner)
+    monkeypatch.setattr("orchestrator.suite.runner.SuiteRunner", RecordingRunner)  # imported by `suite run` when it runs
     monkeypatch.setattr("orchestrator.cli.suite._build_images", lambda *args: None)
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump({"name": "far", "benchmarks": ["cartpole"],

@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
-from orchestrator.cli import envtest, evaluate
+from orchestrator.cli import evaluate
 from orchestrator.cli.app import app
 from orchestrator.cli.terminal import markup_safe, plain, visible
 from orchestrator.envcheck import EnvCheck, EnvReport
@@ -114,8 +114,9 @@ def test_env_test_prints_hostile_check_details_escaped_and_exits_with_the_checks
         EnvCheck(benchmark="X-v0 [/]", name="plans [/] episodes", ok=True),
         EnvCheck(benchmark="X-v0 [/]", name="baseline runs", ok=False, detail=f"Episode 0: exception: {HOSTILE}"),
     ))
-    monkeypatch.setattr(envtest.DockerEngine, "connect", staticmethod(lambda: object()))
-    monkeypatch.setattr(envtest, "check_environment", lambda *args, **kwargs: report)
+    # The command imports both when it runs (not with --help): patched where they live.
+    monkeypatch.setattr("orchestrator.backends.engine.DockerEngine.connect", staticmethod(lambda: object()))
+    monkeypatch.setattr("orchestrator.envcheck.check_environment", lambda *args, **kwargs: report)
     result = CliRunner().invoke(app, ["env", "test", "env-x:1"])
     assert not isinstance(result.exception, Exception), result.exception  # a failed check exits 1 (SystemExit), no crash
     assert result.exit_code == 1

@@ -1,4 +1,9 @@
-"""The connected cluster: every Pod, NetworkPolicy and Lease is created here, with labels; cleanup reaps by label selector."""
+"""The connected cluster: every Pod, NetworkPolicy and Lease is created here, with labels; cleanup reaps by label selector.
+
+This module is the backend's one importer of the `kubernetes` client, an optional dependency (the distribution's
+`kubernetes` extra): without it, importing this module raises ModuleNotFoundError (name `kubernetes`) whose
+message names the extra, which the CLI prints as one line.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,16 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import urllib3
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.stream import stream
-from kubernetes.stream.ws_client import WSClient
+
+try:
+    from kubernetes import client, config, watch
+    from kubernetes.client.rest import ApiException
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.stream import stream
+    from kubernetes.stream.ws_client import WSClient
+except ImportError as exc:  # the extra is not installed, or the client cannot load: say which extra brings it
+    raise ModuleNotFoundError("the Kubernetes backend needs the kubernetes client: pip install 'epg-orchestrator[kubernetes]'",
+                              name="kubernetes") from exc
 
 from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.kubernetes.evictions import policy_eviction
