@@ -115,7 +115,7 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
     from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
     from orchestrator.run.relay_setup import with_grants
     from orchestrator.suite.directory import SuiteDirectory
-    from orchestrator.suite.spec import SuiteSpecError, plan_suite, socket_path_problems
+    from orchestrator.suite.spec import SuiteSpecError, plan_suite
 
     spec_dir = suite_file.resolve().parent
     try:
@@ -133,7 +133,6 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     root = output or (Path(suite.output) if suite.output else Path("suites") / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    problems += socket_path_problems(plan, root)
     if problems:
         fail(f"{suite_file}: the suite cannot start", problems=problems)
     try:

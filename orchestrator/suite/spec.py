@@ -165,22 +165,6 @@ class PlannedRun:
                 "repeat": self.repeat, "seed": self.spec.seed, "run_dir": self.run_dir, "spec": self.spec_file}
 
 
-# A Run's Host API socket is RUN_DIR/host/api.sock, and a Unix socket's path holds at most 107 bytes.
-_SOCKET = "host/api.sock"
-MAX_SOCKET_PATH = 107
-
-
-def socket_path_problems(plan: list[PlannedRun], suite_dir: Path) -> list[str]:
-    """A line for each Run whose run directory below suite_dir (absolute) is too long a path for its Host API socket."""
-    problems = []
-    for run in plan:
-        length = len(str(suite_dir.resolve() / run.run_dir / _SOCKET).encode())
-        if length > MAX_SOCKET_PATH:
-            problems.append(f"{run.name}: {suite_dir.resolve() / run.run_dir} is too long a path for the Run's Host API socket "
-                            f"({length} bytes for {_SOCKET} below it, at most {MAX_SOCKET_PATH}); choose a shorter suite directory")
-    return problems
-
-
 def run_name(benchmark: str, agent: str, repeat: int) -> str:
     """A run directory's name: the Benchmark id in lower case, the agent's name, the repeat."""
     slug = re.sub(r"[^a-z0-9.-]+", "-", benchmark.lower()).strip("-")

@@ -19,7 +19,6 @@ from orchestrator.suite.spec import (
     load_suite,
     name_collisions,
     plan_suite,
-    socket_path_problems,
     spec_yaml,
 )
 
@@ -119,15 +118,6 @@ def test_a_run_never_started_is_run_and_an_interrupted_one_resumed(tmp_path):
     assert run_command(directory, run, RunnerOptions())[:3] == ["run", "--resume", str(directory.root / "runs" / "cartpole-v1--hc--r0")]
     with pytest.raises(FileExistsError):
         directory.create("name: pair\n", "pair", tmp_path, plan)
-
-
-def test_a_suite_directory_too_deep_for_a_runs_host_api_socket_is_refused_before_anything_starts(tmp_path):
-    plan = plan_suite(SuiteSpec.model_validate(MINIMAL), tmp_path, discover())
-    assert socket_path_problems(plan, Path("/tmp/s")) == []
-    deep = Path("/tmp") / ("d" * 80)
-    problems = socket_path_problems(plan, deep)
-    assert [p.split(":")[0] for p in problems] == [p.name for p in plan]
-    assert "at most 107" in problems[0] and "choose a shorter suite directory" in problems[0]
 
 
 def test_one_process_at_a_time_runs_a_suite(tmp_path):
