@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -103,7 +104,9 @@ def test_the_example_workflow_installs_the_orchestrator_from_its_checkout_then_b
             assert venv is not None, "a run step before setup-python"
             environment = {**job_env, "EPG_SCOPE": scope, "DOCKER_CONFIG": str(docker_config),
                            "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_NO_COMPILE": "1"}
+            started = time.monotonic()
             result = venv.run("bash", "-e", "-c", substitute(step["run"], values), cwd=repository, env=environment, timeout=1800)
+            venv.timings[step["name"]] = round(time.monotonic() - started, 1)
             assert result.returncode == 0, f"{step['name']}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
             results[step["name"]] = result
             script_step = re.search(r"env-repo-ci\.sh (\w+)", step["run"])
@@ -139,3 +142,4 @@ def test_the_example_workflow_installs_the_orchestrator_from_its_checkout_then_b
         with urllib.request.urlopen(f"http://{registry}/v2/{repository_name}/tags/list", timeout=10) as response:
             assert version in json.loads(response.read())["tags"]
     assert {path.name for path in out.iterdir()} >= {"build.json", "push.json"}  # what upload-artifact publishes
+    print(f"workflow step timings (s): {venv.timings}")

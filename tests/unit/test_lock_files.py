@@ -21,6 +21,9 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[2]
 SDK_PYPROJECT = REPO / "sdk" / "pyproject.toml"
+# Where the image builder keeps the exact versions of the SDK's runtime distributions, when it keeps them apart from
+# sdk/pyproject.toml (which then states ranges).
+SDK_LAYER_LOCK = REPO / "orchestrator" / "images" / "sdk-layer.lock"
 PACKAGES = sorted(path.parent for pattern in ("environments/*/pyproject.toml", "tests/environments/*/pyproject.toml")
                   for path in REPO.glob(pattern))
 SDK = "epg-sdk"
@@ -35,6 +38,7 @@ class Sdk:
     version: str
     dependencies: tuple[Requirement, ...]
     extras: dict[str, tuple[Requirement, ...]]
+    exact: dict[str, Version]  # the image builder's exact version of each runtime distribution, where it keeps them apart
 
     def runtime(self, extras: set[str]) -> list[Requirement]:
         """What an image of a package asking for extras holds of the SDK's requirements: its own, the runner's and those extras'."""
@@ -42,12 +46,16 @@ class Sdk:
         return [*self.dependencies, *(req for extra in wanted for req in self.extras.get(extra, ()))]
 
 
-def read_sdk(pyproject: Path) -> Sdk:
+def read_sdk(pyproject: Path, layer_lock: Path) -> Sdk:
+    """The SDK of pyproject, with the exact versions of layer_lock when that file exists."""
     project = tomllib.loads(pyproject.read_text())["project"]
+    exact, problems = read_lock(layer_lock) if layer_lock.is_file() else ({}, [])
+    assert problems == []
     return Sdk(
         version=project["version"],
         dependencies=tuple(Requirement(line) for line in project.get("dependencies", [])),
         extras={extra: tuple(Requirement(line) for line in lines) for extra, lines in project.get("optional-dependencies", {}).items()},
+        exact=exact,
     )
 
 
@@ -131,6 +139,10 @@ def lock_problems(package: Path, sdk: Sdk) -> list[str]:
             problems += _agrees(requirement, pins, "pyproject.toml")
     for requirement in sdk.runtime(extras):
         problems += _agrees(requirement, pins, "sdk/pyproject.toml" + (f" (through {SDK}[{','.join(sorted(extras))}])" if extras else ""))
+    for requirement in sdk.runtime(set()):  # what the runner imports: at the image builder's versions, when it keeps them apart
+        name = canonicalize_name(requirement.name)
+        if name in sdk.exact and name in pins and pins[name] != sdk.exact[name]:
+            problems.append(f"{SDK_LAYER_LOCK.name} pins {requirement.name}=={sdk.exact[name]}, requirements.lock pins {requirement.name}=={pins[name]}")
     no_deps = pyproject.get("tool", {}).get("epg", {}).get("no_deps", [])
     comments = [line.split("#", 1)[1].lower() for line in text.splitlines() if "#" in line]
     for name in no_deps:
@@ -152,13 +164,14 @@ def test_every_environment_package_and_test_package_is_checked():
 
 @pytest.mark.parametrize("package", PACKAGES, ids=[path.relative_to(REPO).as_posix() for path in PACKAGES])
 def test_the_lock_pins_what_pyproject_and_the_sdk_ask_for(package: Path):
-    assert lock_problems(package, read_sdk(SDK_PYPROJECT)) == []
+    assert lock_problems(package, read_sdk(SDK_PYPROJECT, SDK_LAYER_LOCK)) == []
 
 
 SYNTHETIC_SDK = Sdk(
     version="0.1.0",
     dependencies=(Requirement("numpy>=2.0"), Requirement("protobuf==7.36.2")),
     extras={"gym": (Requirement("gymnasium==1.4.0"),), "runner": (Requirement("grpcio==1.85.3"),)},
+    exact={},
 )
 
 
@@ -210,3 +223,16 @@ def test_a_no_deps_pin_must_be_locked_kept_out_of_the_dependencies_and_justified
         "[tool.epg] no_deps names gymnasium-robotics, which requirements.lock does not pin",
         "[tool.epg] no_deps names gymnasium-robotics without a comment of pyproject.toml saying why",
     ]
+
+
+def test_the_runners_distributions_must_be_locked_at_the_image_builders_versions(tmp_path: Path):
+    layer = tmp_path / "sdk-layer.lock"
+    layer.write_text("grpcio==1.85.3\ngymnasium==1.4.0\nnumpy==2.4.6\nprotobuf==7.36.2\n")
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nversion = "0.1.0"\ndependencies = ["numpy>=2.0", "protobuf>=7.35.1,<8"]\n'
+                         '[project.optional-dependencies]\ngym = ["gymnasium>=1.3.0,<1.5"]\nrunner = ["grpcio>=1.85.1"]\n')
+    sdk = read_sdk(pyproject, layer)
+    package = write_package(tmp_path / "ranged", ["epg-sdk[gym]==0.1.0", "gymnasium==1.3.0"],
+                            "numpy==2.4.5\nprotobuf==7.36.2\ngrpcio==1.85.3\ngymnasium==1.3.0\n")
+    # gymnasium 1.3.0 is inside the gym extra's range: the package's image installs it over the layer's 1.4.0.
+    assert lock_problems(package, sdk) == ["sdk-layer.lock pins numpy==2.4.6, requirements.lock pins numpy==2.4.5"]
