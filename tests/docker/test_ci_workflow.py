@@ -7,7 +7,8 @@ That repository holds a copy of environments/cartpole (its image is the one the 
 anyway, so `build` finds it up to date), ci/env-repo-ci.sh and the workflow itself; the second
 `actions/checkout` gets the tracked files of this repository at its `path`; `setup-python` is a fresh
 venv whose pip finds wheels in a local directory only; the registry is Debian's `docker-registry`
-on loopback, and `docker login` writes to a temporary DOCKER_CONFIG.
+on loopback, and `docker login` writes to a temporary DOCKER_CONFIG. The pull step runs once more at
+the end, as the next push's run would start, and must get back exactly the images pushed.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ def test_the_example_workflow_installs_the_orchestrator_from_its_checkout_then_b
     docker_config = tmp_path / "docker-config"
     docker_config.mkdir()
     wheels = fill_wheels("orchestrator", orchestrator_requirements())
+    # Each run step's environment: the job's, this test run's scope label, the temporary docker config, pip offline.
+    environment = {**job_env, "EPG_SCOPE": scope, "DOCKER_CONFIG": str(docker_config),
+                   "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_NO_COMPILE": "1"}
     venv: Venv | None = None
     results: dict[str, subprocess.CompletedProcess[str]] = {}
     used: list[str] = []
@@ -102,8 +106,6 @@ def test_the_example_workflow_installs_the_orchestrator_from_its_checkout_then_b
         else:
             assert not action, f"a step this test does not know: {step}"
             assert venv is not None, "a run step before setup-python"
-            environment = {**job_env, "EPG_SCOPE": scope, "DOCKER_CONFIG": str(docker_config),
-                           "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_NO_COMPILE": "1"}
             started = time.monotonic()
             result = venv.run("bash", "-e", "-c", substitute(step["run"], values), cwd=repository, env=environment, timeout=1800)
             venv.timings[step["name"]] = round(time.monotonic() - started, 1)
@@ -142,4 +144,15 @@ def test_the_example_workflow_installs_the_orchestrator_from_its_checkout_then_b
         with urllib.request.urlopen(f"http://{registry}/v2/{repository_name}/tags/list", timeout=10) as response:
             assert version in json.loads(response.read())["tags"]
     assert {path.name for path in out.iterdir()} >= {"build.json", "push.json"}  # what upload-artifact publishes
+
+    # The pull step once more, as the next push's run starts: it finds what this run published, each image checked
+    # against push.json's ids (env-repo-ci.sh passes --pushed when the file exists).
+    [pull] = [step for step in job["steps"] if "env-repo-ci.sh pull" in step.get("run", "")]
+    again = venv.run("bash", "-e", "-c", pull["run"].replace("|| true", ""), cwd=repository, env=environment, timeout=900)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "pulling by tag" not in again.stderr
+    pulled = json.loads((out / "pull.json").read_text())
+    ids = {image["name"]: image["id"] for image in pushed["images"]}
+    assert [image["name"] for image in pulled["images"]][-2:] == ["policy-runtime", "env-cartpole"]
+    assert all(image["id"] == ids[image["name"]] for image in pulled["images"]), (pulled, pushed)  # the base only when it was missing
     print(f"workflow step timings (s): {venv.timings}")
