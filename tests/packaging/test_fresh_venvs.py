@@ -2,7 +2,9 @@
 
 Each of the eight packages under environments/ gets its own venv, built the way a user installs it:
 `pip install ./sdk[runner] ./environments/NAME` with pip's resolver, from a directory holding the
-wheels of the package's requirements.lock (so the resolver may pick nothing the lock does not pin).
+wheels `pip download` fetched for the package's requirements.lock (the pins, and whatever they need
+that the lock misses, which the closure check below then names). The runner extra makes the venv
+hold what the package's image holds.
 The pins of `[tool.epg] no_deps` are then installed with `--no-deps`: a pyproject.toml cannot say
 "this dependency without its own dependencies", so those are left out of its dependencies, and
 `pip check` may complain about their dependencies alone. Then the venv must hold exactly the lock
