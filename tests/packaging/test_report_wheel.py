@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from venvs import Venv
+from support.venvs import Venv
 
 
 def test_non_editable_orchestrator_draws_plots_and_carries_the_export_schema(orchestrator_venv: Venv, tmp_path: Path):
