@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import stat
 import subprocess
@@ -14,7 +13,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -34,6 +32,7 @@ from orchestrator.images.recipes import (
     cli_agent_recipes,
     environment_recipe,
     policy_runtime_recipe,
+    sdk_layer_recipe,
 )
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
@@ -114,9 +113,13 @@ class ImageBuilder:
     def recipes(self) -> dict[str, ImageRecipe]:
         """Every image of the catalogue by name (read once per builder)."""
         if self._recipes is None:
-            recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe()}
+            layer = sdk_layer_recipe()
+            recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe(), layer.name: layer}
             recipes.update({recipe.name: recipe for recipe in cli_agent_recipes()})
+            built_in = set(recipes)
             for package in self.packages():
+                if package.image in built_in:
+                    raise CatalogueError(f"{package.root / 'pyproject.toml'}: tool.epg.image: {package.image} is the name of a built-in image")
                 recipes[package.image] = environment_recipe(package)
             self._recipes = recipes
         return self._recipes
@@ -141,15 +144,16 @@ class ImageBuilder:
         return replace(recipe, debian_files=tuple(package.filename for package in self.debian_packages(recipe)))
 
     def debian_packages(self, recipe: ImageRecipe) -> tuple[DebianPackage, ...]:
-        """The packages dpkg installs for recipe.debian: their Depends closure, minus what its base has, at the host's candidate versions.
+        """The packages dpkg installs for recipe.debian: their Depends closure, minus what the base image has, at the host's candidate versions.
 
-        Resolved once per base, list and state of the host's apt lists: kept in the cache
+        The base image, not the parent: the images between (env-sdk) install no Debian package, and the tag of a
+        recipe whose parent is not built yet is known all the same. Resolved once per base, list and state of the host's apt lists: kept in the cache
         (debs/resolved.json), so that a command that only needs the tag pays no apt-cache
         call and no container. Raises InfrastructureError(IMAGE_BUILD_FAILED).
         """
         if not recipe.debian:
             return ()
-        base = self._base_input(recipe)
+        base = self.base_id()
         key = (base, recipe.debian)
         if key not in self._debs:
             stored = _ResolvedDebs(self._cache / "debs" / "resolved.json", self._apt.fingerprint())
@@ -283,17 +287,18 @@ class ImageBuilder:
         shutil.copyfile(recipe.dockerfile, directory / "Dockerfile")
         if recipe.debian or recipe.dockerfile == ENVIRONMENT_DOCKERFILE:
             self._fetch_debs(recipe, directory / "debs")
-        if recipe.requirements:
+        if recipe.requirements or recipe.no_deps_requirements or recipe.dockerfile == ENVIRONMENT_DOCKERFILE:
             wheels = directory / "wheels"
             wheels.mkdir()
-            (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
-            local = {_distribution_name(root) for root in recipe.distributions}
-            self._fetch_wheels(tuple(r for r in recipe.requirements if _requirement_name(r) not in local), wheels)
+            (wheels / "requirements.txt").write_text("".join(f"{r}\n" for r in recipe.requirements))
+            if recipe.requirements:
+                self._fetch_wheels(recipe.requirements, wheels)
             if recipe.no_deps_requirements:
                 (wheels / "requirements-nodeps.txt").write_text("\n".join(recipe.no_deps_requirements) + "\n")
                 self._fetch_wheels(recipe.no_deps_requirements, wheels, with_dependencies=False)
-            for root in recipe.distributions:
-                self._build_wheel(root, wheels)
+        for root in recipe.distributions:
+            (directory / "dist").mkdir(exist_ok=True)
+            self._build_wheel(root, directory / "dist")
         for destination, source in recipe.files.items():
             target = directory / "lib" / destination
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -455,12 +460,3 @@ def _copy_regular_file(source: Path, target: Path) -> None:
             raise CatalogueError(f"{source} is not a regular file; not copied into the image")
         with open(target, "wb") as writer:
             shutil.copyfileobj(reader, writer, 1 << 20)
-
-
-def _requirement_name(requirement: str) -> str:
-    return re.sub(r"[-_.]+", "-", requirement.split("==")[0].split("[")[0].strip().lower())
-
-
-def _distribution_name(root: Path) -> str:
-    """The normalised project name in root/pyproject.toml."""
-    return _requirement_name(tomllib.loads((root / "pyproject.toml").read_text())["project"]["name"])
