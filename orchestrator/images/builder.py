@@ -20,10 +20,11 @@ from typing import Callable
 import docker
 from docker.errors import APIError, BuildError, ImageNotFound
 
-from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
+from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
-from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover
+from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage, discover
 from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
+from orchestrator.images.ownership import path_id, reason_to_keep
 from orchestrator.images.recipes import (
     ENVIRONMENT_DOCKERFILE,
     ImageRecipe,
@@ -71,6 +72,20 @@ class BuildResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KeptImage:
+    """An outdated managed image `images prune` left in place, and why."""
+
+    image: str  # its tags, or its short id when it has none
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneResult:
+    removed: list[str]  # tags (or short ids) of the images removed
+    kept: list[KeptImage]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BuildContext:
     """A build context written to a directory, and the build args `docker build` needs for it."""
 
@@ -92,9 +107,13 @@ class ImageBuilder:
         environments: list[Path] | None = None,
         progress: Progress = lambda message: None,
         apt: AptCache | None = None,
+        checkout: Path = REPO_ROOT,
     ) -> None:
-        """apt answers the questions that resolve Debian packages (default: the host's apt-cache)."""
+        """apt answers the questions that resolve Debian packages (default: the host's apt-cache); checkout is the
+        directory whose hash labels every image built (CHECKOUT) and bounds what prune removes (default: this checkout)."""
         self._client = client
+        self._checkout = path_id(checkout)
+        self._package_ids: dict[str, str] = {}  # environment image name -> PACKAGE label value
         self._base_choice = base
         self._cache = cache_dir or default_cache_dir()
         self._environments = environments
@@ -121,6 +140,7 @@ class ImageBuilder:
                 if package.image in built_in:
                     raise CatalogueError(f"{package.root / 'pyproject.toml'}: tool.epg.image: {package.image} is the name of a built-in image")
                 recipes[package.image] = environment_recipe(package)
+                self._package_ids[package.image] = path_id(package.root)
             self._recipes = recipes
         return self._recipes
 
@@ -220,21 +240,34 @@ class ImageBuilder:
         except ImageNotFound:
             return None
 
-    def prune(self) -> list[str]:
-        """Remove images of ours whose inputs are outdated (not a current tag, not the current base); return their tags."""
+    def prune(self) -> PruneResult:
+        """Remove this checkout's images whose inputs are outdated (not a current tag, not the current base).
+
+        An outdated image is kept, with the reason, when another checkout built it, when it carries no checkout
+        label, when it was built from an environment package outside this catalogue, or when the engine refuses
+        (a container uses it, another repository tag names it).
+        """
         current = {status.tag for status in self.status()}
         base_id = self.base_id()
-        removed = []
+        packages = set(self._package_ids.values())
+        removed: list[str] = []
+        kept: list[KeptImage] = []
         for image in self._client.images.list(filters={"label": f"{MANAGED}=true"}):
             if image.id == base_id or any(tag in current for tag in image.tags):
                 continue
-            try:
-                self._client.images.remove(image.id, force=False)
-            except APIError as exc:  # in use by a container: keep it, say why
-                self._progress(f"kept {', '.join(image.tags) or image.short_id}: {str(exc)[:120]}")
-                continue
-            removed.extend(image.tags or [image.short_id])
-        return removed
+            name = ", ".join(image.tags) or image.short_id
+            reason = reason_to_keep(image.labels, checkout=self._checkout, packages=packages)
+            if reason is None:
+                try:
+                    self._client.images.remove(image.id, force=False)
+                except APIError as exc:  # in use by a container, or named by another tag: keep it, say why
+                    reason = f"the engine refused: {str(exc)[:160]}"
+            if reason is not None:
+                self._progress(f"kept {name}: {reason}")
+                kept.append(KeptImage(image=name, reason=reason))
+            else:
+                removed.extend(image.tags or [image.short_id])
+        return PruneResult(removed=removed, kept=kept)
 
     # building ------------------------------------------------------------------
 
@@ -258,7 +291,9 @@ class ImageBuilder:
         self._progress(f"{recipe.name}: building {tag}")
         with tempfile.TemporaryDirectory(prefix=f"epg-build-{recipe.name}-") as tmp:
             context = self.write_context(recipe, Path(tmp))
-            labels = {MANAGED: "true", IMAGE: recipe.name, INPUTS: digest, **recipe.labels}
+            labels = {MANAGED: "true", IMAGE: recipe.name, INPUTS: digest, CHECKOUT: self._checkout, **recipe.labels}
+            if recipe.name in self._package_ids:
+                labels[PACKAGE] = self._package_ids[recipe.name]
             self._docker_build(context.directory, tag, context.build_args, labels)
         image_id = self._image_id(tag) or ""
         self._progress(f"{recipe.name}: built {tag} in {time.monotonic() - started:.0f} s")

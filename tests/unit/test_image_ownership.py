@@ -1,0 +1,83 @@
+"""Which outdated images `images prune` may remove: only this checkout's, and environment images only of its catalogue."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from docker.errors import ImageNotFound
+
+from orchestrator.backends.labels import CHECKOUT, IMAGE, MANAGED, PACKAGE
+from orchestrator.images.builder import ImageBuilder
+from orchestrator.images.catalogue import CatalogueError
+from orchestrator.images.ownership import path_id, reason_to_keep
+
+OURS = "a" * 16
+
+
+def test_an_image_of_this_checkout_may_be_removed():
+    assert reason_to_keep({MANAGED: "true", CHECKOUT: OURS}, checkout=OURS, packages=set()) is None
+    assert reason_to_keep({MANAGED: "true", CHECKOUT: OURS, PACKAGE: "p1"}, checkout=OURS, packages={"p1", "p2"}) is None
+
+
+def test_an_image_of_another_checkout_is_kept_naming_that_checkout():
+    reason = reason_to_keep({MANAGED: "true", CHECKOUT: "b" * 16}, checkout=OURS, packages=set())
+    assert reason == f"built by another checkout ({CHECKOUT}={'b' * 16})"
+
+
+def test_an_image_without_a_checkout_label_is_kept():
+    assert reason_to_keep({MANAGED: "true"}, checkout=OURS, packages=set()).startswith("no checkout label")
+    assert reason_to_keep(None, checkout=OURS, packages=set()).startswith("no checkout label")
+
+
+def test_an_environment_image_of_a_package_outside_the_catalogue_is_kept():
+    reason = reason_to_keep({MANAGED: "true", CHECKOUT: OURS, PACKAGE: "p3"}, checkout=OURS, packages={"p1"})
+    assert reason.startswith("built from an environment package outside this catalogue") and "--environments" in reason
+
+
+def test_a_path_is_known_by_where_it_resolves(tmp_path):
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "checkout", target_is_directory=True)
+    assert path_id(tmp_path / "link") == path_id(tmp_path / "checkout") == path_id(tmp_path / "checkout" / ".." / "checkout")
+    assert path_id(tmp_path / "checkout") != path_id(tmp_path) and len(path_id(tmp_path)) == 16
+
+
+def _package(root, image: str):
+    (root / "epg_env_x").mkdir(parents=True)
+    (root / "epg_env_x" / "__init__.py").write_text("def make():\n    raise NotImplementedError\n")
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "epg-env-x"\nversion = "0.1.0"\n\n[tool.epg]\nimage = "{image}"\nmodule = "epg_env_x"\n\n'
+        '[project.entry-points."epg.benchmarks"]\n"X-v0" = "epg_env_x:make"\n'
+    )
+    return root
+
+
+class _Engine:
+    """Just enough of a docker client for ImageBuilder.build: no image exists, every build succeeds."""
+
+    def __init__(self) -> None:
+        self.images = SimpleNamespace(get=self._get)
+
+    def _get(self, reference: str):
+        if reference == "sha256:base":
+            return SimpleNamespace(id="sha256:base")
+        raise ImageNotFound(reference)
+
+
+def test_every_image_the_builder_makes_names_its_checkout_and_an_environment_image_its_package(tmp_path, monkeypatch):
+    package = _package(tmp_path / "envs" / "x", "env-x")
+    builder = ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"], checkout=tmp_path / "checkout")  # type: ignore[arg-type]
+    built: dict[str, dict[str, str]] = {}
+    monkeypatch.setattr(builder, "write_context", lambda recipe, directory: SimpleNamespace(directory=directory, build_args={}))
+    monkeypatch.setattr(builder, "_docker_build", lambda context, tag, args, labels: built.__setitem__(tag.split(":")[0], labels))
+    builder.build(builder.recipes()["env-x"])
+    assert set(built) == {"epg/env-sdk", "epg/env-x"}  # the layer first, as the environment image's BASE
+    assert built["epg/env-x"][CHECKOUT] == built["epg/env-sdk"][CHECKOUT] == path_id(tmp_path / "checkout")
+    assert built["epg/env-x"][PACKAGE] == path_id(package) and PACKAGE not in built["epg/env-sdk"]
+    assert built["epg/env-x"][MANAGED] == "true" and built["epg/env-x"][IMAGE] == "env-x"
+
+
+def test_a_package_may_not_take_the_name_of_a_built_in_image(tmp_path):
+    _package(tmp_path / "envs" / "x", "env-sdk")
+    with pytest.raises(CatalogueError, match="tool.epg.image: env-sdk is the name of a built-in image"):
+        ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"]).recipes()  # type: ignore[arg-type]
