@@ -276,10 +276,12 @@ class ImageBuilder:
         return [self.build(recipe) for recipe in self._select(names)]
 
     def build(self, recipe: ImageRecipe) -> BuildResult:
-        """Build recipe's image unless one with its tag exists (its parent first). Raises InfrastructureError."""
+        """Build recipe's image unless one with its tag exists (its parent first). Raises InfrastructureError.
+
+        An image found under its tag needs no parent image: the tag is computed from the parent's tag, and the
+        image holds the parent's layers (as after `images pull` of an environment image alone).
+        """
         started = time.monotonic()
-        if recipe.parent is not None:
-            self.build(self.recipes()[recipe.parent])
         recipe = self.resolved(recipe)
         base_input = self._base_input(recipe)
         digest = recipe.inputs_hash(base_input)
@@ -288,6 +290,8 @@ class ImageBuilder:
         if found is not None:
             self._progress(f"{recipe.name}: up to date ({tag})")
             return BuildResult(name=recipe.name, tag=tag, image_id=found, built=False, seconds=time.monotonic() - started)
+        if recipe.parent is not None:
+            self.build(self.recipes()[recipe.parent])
         self._progress(f"{recipe.name}: building {tag}")
         with tempfile.TemporaryDirectory(prefix=f"epg-build-{recipe.name}-") as tmp:
             context = self.write_context(recipe, Path(tmp))

@@ -1,4 +1,5 @@
-"""Which outdated images `images prune` may remove: only this checkout's, and environment images only of its catalogue."""
+"""Which outdated images `images prune` may remove (only this checkout's, environment images only of its catalogue), the
+labels the builder puts on what it builds, and when it builds a parent image."""
 
 from __future__ import annotations
 
@@ -53,14 +54,15 @@ def _package(root, image: str):
 
 
 class _Engine:
-    """Just enough of a docker client for ImageBuilder.build: no image exists, every build succeeds."""
+    """Just enough of a docker client for ImageBuilder.build: the base and the references in present exist."""
 
     def __init__(self) -> None:
+        self.present = {"sha256:base"}
         self.images = SimpleNamespace(get=self._get)
 
     def _get(self, reference: str):
-        if reference == "sha256:base":
-            return SimpleNamespace(id="sha256:base")
+        if reference in self.present:
+            return SimpleNamespace(id="sha256:" + reference.rpartition(":")[2])
         raise ImageNotFound(reference)
 
 
@@ -81,3 +83,15 @@ def test_a_package_may_not_take_the_name_of_a_built_in_image(tmp_path):
     _package(tmp_path / "envs" / "x", "env-sdk")
     with pytest.raises(CatalogueError, match="tool.epg.image: env-sdk is the name of a built-in image"):
         ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"]).recipes()  # type: ignore[arg-type]
+
+
+def test_an_image_found_under_its_tag_needs_no_parent_image(tmp_path, monkeypatch):
+    _package(tmp_path / "envs" / "x", "env-x")
+    engine = _Engine()
+    builder = ImageBuilder(engine, base="sha256:base", environments=[tmp_path / "envs"])  # type: ignore[arg-type]
+    tag = builder.tag_of(builder.recipes()["env-x"])
+    engine.present.add(tag)  # env-x pulled alone: env-sdk absent
+    built: list[str] = []
+    monkeypatch.setattr(builder, "_docker_build", lambda context, tag, args, labels: built.append(tag))
+    result = builder.build(builder.recipes()["env-x"])
+    assert (result.tag, result.built, built) == (tag, False, [])
