@@ -24,7 +24,7 @@ from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKA
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage, discover
 from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
-from orchestrator.images.ownership import path_id, reason_to_keep
+from orchestrator.images.ownership import Ledger, path_id, reason_to_keep
 from orchestrator.images.recipes import (
     ENVIRONMENT_DOCKERFILE,
     ImageRecipe,
@@ -110,12 +110,14 @@ class ImageBuilder:
         checkout: Path = REPO_ROOT,
     ) -> None:
         """apt answers the questions that resolve Debian packages (default: the host's apt-cache); checkout is the
-        directory whose hash labels every image built (CHECKOUT) and bounds what prune removes (default: this checkout)."""
+        directory whose hash labels every image built (CHECKOUT) and bounds what prune removes (default: this checkout);
+        the tags it finds current are recorded for the prunes of other checkouts in cache_dir/checkouts/."""
         self._client = client
         self._checkout = path_id(checkout)
         self._package_ids: dict[str, str] = {}  # environment image name -> PACKAGE label value
         self._base_choice = base
         self._cache = cache_dir or default_cache_dir()
+        self._ledger = Ledger(self._cache / "checkouts", checkout)
         self._environments = environments
         self._progress = progress
         self._base_id: str | None = None
@@ -209,6 +211,7 @@ class ImageBuilder:
             pinned = recipe.labels.get("org.evopolicygym.cli", "")
             size = self._image_size(tag)
             statuses.append(ImageStatus(name=recipe.name, tag=tag, present=size is not None, pinned=pinned, size_bytes=size or 0))
+        self._ledger.record({status.name: status.tag for status in statuses})
         return statuses
 
     def _select(self, names: list[str] | None) -> list[ImageRecipe]:
@@ -244,19 +247,21 @@ class ImageBuilder:
         """Remove this checkout's images whose inputs are outdated (not a current tag, not the current base).
 
         An outdated image is kept, with the reason, when another checkout built it, when it carries no checkout
-        label, when it was built from an environment package outside this catalogue, or when the engine refuses
-        (a container uses it, another repository tag names it).
+        label, when another checkout of this user last found its tag current (the Ledger), when it was built from an
+        environment package outside this catalogue, or when the engine refuses (a container uses it, another
+        repository tag names it).
         """
         current = {status.tag for status in self.status()}
         base_id = self.base_id()
         packages = set(self._package_ids.values())
+        elsewhere = self._ledger.used_elsewhere()
         removed: list[str] = []
         kept: list[KeptImage] = []
         for image in self._client.images.list(filters={"label": f"{MANAGED}=true"}):
             if image.id == base_id or any(tag in current for tag in image.tags):
                 continue
             name = ", ".join(image.tags) or image.short_id
-            reason = reason_to_keep(image.labels, checkout=self._checkout, packages=packages)
+            reason = reason_to_keep(image.labels, image.tags, checkout=self._checkout, packages=packages, elsewhere=elsewhere)
             if reason is None:
                 try:
                     self._client.images.remove(image.id, force=False)
@@ -273,7 +278,9 @@ class ImageBuilder:
 
     def ensure(self, names: list[str] | None = None) -> list[BuildResult]:
         """Build each named image (default: all) whose inputs have no image yet."""
-        return [self.build(recipe) for recipe in self._select(names)]
+        results = [self.build(recipe) for recipe in self._select(names)]
+        self._ledger.record({result.name: result.tag for result in results})
+        return results
 
     def build(self, recipe: ImageRecipe) -> BuildResult:
         """Build recipe's image unless one with its tag exists (its parent first). Raises InfrastructureError.

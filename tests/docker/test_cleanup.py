@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from orchestrator.backends.container_spec import ContainerSpec
-from orchestrator.backends.labels import CHECKOUT, IMAGE, MANAGED, PACKAGE, SCOPE, LabelSet, owner_id, selector
+from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE, SCOPE, LabelSet, owner_id, selector
 from orchestrator.compose import reap_orphans
-from orchestrator.images.builder import ImageBuilder
+from orchestrator.images.builder import ImageBuilder, default_cache_dir
 from orchestrator.images.catalogue import discover
-from orchestrator.images.ownership import path_id
+from orchestrator.images.ownership import Ledger, path_id
 from orchestrator.kernel.program import capture_program
 
 TEST_ENVIRONMENTS = Path(__file__).resolve().parents[1] / "environments"
@@ -79,11 +79,15 @@ def test_images_prune_removes_only_this_checkouts_outdated_images(engine, images
         "ours-env-of-another-catalogue": {**managed, CHECKOUT: ours, PACKAGE: path_id(tmp_path / "elsewhere")},
         "theirs-outdated": {**managed, CHECKOUT: theirs},
         "unlabelled": managed,
+        "ours-outdated-but-current-elsewhere": {**managed, CHECKOUT: ours},
     }
     tags = {name: f"epg/prune-probe:{scope}-{name}" for name in made}
+    (tmp_path / "living").mkdir()  # another checkout of this user, which last found one of them current
+    ledgers = [Ledger(default_cache_dir() / "checkouts", tmp_path / name) for name in ("living", "ours")]
     try:
-        for name, labels in made.items():
-            _labelled_image(engine, images["policy-runtime"], tags[name], labels)
+        ledgers[0].record({"prune-probe": tags["ours-outdated-but-current-elsewhere"]})
+        for name, labels in made.items():  # INPUTS differs, so that each is an image of its own
+            _labelled_image(engine, images["policy-runtime"], tags[name], {**labels, INPUTS: name})
         builder = ImageBuilder(engine.client, environments=[TEST_ENVIRONMENTS], checkout=tmp_path / "ours")
         result = builder.prune()
         assert set(result.removed) == {tags["ours-outdated"], tags["ours-env-outdated"]}
@@ -91,10 +95,14 @@ def test_images_prune_removes_only_this_checkouts_outdated_images(engine, images
         assert kept[tags["theirs-outdated"]] == f"built by another checkout ({CHECKOUT}={theirs})"
         assert kept[tags["unlabelled"]].startswith("no checkout label")
         assert kept[tags["ours-env-of-another-catalogue"]].startswith("built from an environment package outside this catalogue")
+        elsewhere = tags["ours-outdated-but-current-elsewhere"]
+        assert kept[elsewhere] == f"{elsewhere} is current for the checkout at {tmp_path / 'living'}"
         present = {name for name, tag in tags.items() if engine.image_exists(tag)}
-        assert present == {"theirs-outdated", "unlabelled", "ours-env-of-another-catalogue"}
+        assert present == {"theirs-outdated", "unlabelled", "ours-env-of-another-catalogue", "ours-outdated-but-current-elsewhere"}
         assert all(engine.image_exists(tag) for tag in images.values())  # current images of this run stay
     finally:
         for tag in tags.values():
             if engine.image_exists(tag):
                 engine.client.images.remove(tag, noprune=True)
+        for ledger in ledgers:
+            ledger.path.unlink(missing_ok=True)

@@ -11,7 +11,7 @@ from docker.errors import ImageNotFound
 from orchestrator.backends.labels import CHECKOUT, IMAGE, MANAGED, PACKAGE
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError
-from orchestrator.images.ownership import path_id, reason_to_keep
+from orchestrator.images.ownership import Ledger, path_id, reason_to_keep
 
 OURS = "a" * 16
 
@@ -34,6 +34,22 @@ def test_an_image_without_a_checkout_label_is_kept():
 def test_an_environment_image_of_a_package_outside_the_catalogue_is_kept():
     reason = reason_to_keep({MANAGED: "true", CHECKOUT: OURS, PACKAGE: "p3"}, checkout=OURS, packages={"p1"})
     assert reason.startswith("built from an environment package outside this catalogue") and "--environments" in reason
+
+
+def test_an_image_another_living_checkout_last_found_current_is_kept_naming_that_checkout(tmp_path):
+    (tmp_path / "other").mkdir()
+    Ledger(tmp_path / "ledger", tmp_path / "other").record({"env-x": "epg/env-x:1111", "env-y": "epg/env-y:2222"})
+    Ledger(tmp_path / "ledger", tmp_path / "other").record({"env-y": "epg/env-y:3333"})  # env-y's tag moved on
+    Ledger(tmp_path / "ledger", tmp_path / "gone").record({"env-z": "epg/env-z:4444"})  # a checkout since deleted
+    ours = Ledger(tmp_path / "ledger", tmp_path / "ours")
+    ours.record({"env-w": "epg/env-w:5555"})
+    elsewhere = ours.used_elsewhere()
+    assert elsewhere == {"epg/env-x:1111": str(tmp_path / "other"), "epg/env-y:3333": str(tmp_path / "other")}
+    labels = {MANAGED: "true", CHECKOUT: path_id(tmp_path / "ours")}
+    reason = reason_to_keep(labels, ["epg/env-x:1111"], checkout=path_id(tmp_path / "ours"), packages=set(), elsewhere=elsewhere)
+    assert reason == f"epg/env-x:1111 is current for the checkout at {tmp_path / 'other'}"
+    for tag in ("epg/env-y:2222", "epg/env-z:4444", "epg/env-w:5555"):
+        assert reason_to_keep(labels, [tag], checkout=path_id(tmp_path / "ours"), packages=set(), elsewhere=elsewhere) is None
 
 
 def test_a_path_is_known_by_where_it_resolves(tmp_path):
@@ -68,7 +84,8 @@ class _Engine:
 
 def test_every_image_the_builder_makes_names_its_checkout_and_an_environment_image_its_package(tmp_path, monkeypatch):
     package = _package(tmp_path / "envs" / "x", "env-x")
-    builder = ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"], checkout=tmp_path / "checkout")  # type: ignore[arg-type]
+    builder = ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"], checkout=tmp_path / "checkout",  # type: ignore[arg-type]
+                           cache_dir=tmp_path / "cache")
     built: dict[str, dict[str, str]] = {}
     monkeypatch.setattr(builder, "write_context", lambda recipe, directory: SimpleNamespace(directory=directory, build_args={}))
     monkeypatch.setattr(builder, "_docker_build", lambda context, tag, args, labels: built.__setitem__(tag.split(":")[0], labels))
@@ -82,13 +99,13 @@ def test_every_image_the_builder_makes_names_its_checkout_and_an_environment_ima
 def test_a_package_may_not_take_the_name_of_a_built_in_image(tmp_path):
     _package(tmp_path / "envs" / "x", "env-sdk")
     with pytest.raises(CatalogueError, match="tool.epg.image: env-sdk is the name of a built-in image"):
-        ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"]).recipes()  # type: ignore[arg-type]
+        ImageBuilder(_Engine(), base="sha256:base", environments=[tmp_path / "envs"], cache_dir=tmp_path / "cache").recipes()  # type: ignore[arg-type]
 
 
 def test_an_image_found_under_its_tag_needs_no_parent_image(tmp_path, monkeypatch):
     _package(tmp_path / "envs" / "x", "env-x")
     engine = _Engine()
-    builder = ImageBuilder(engine, base="sha256:base", environments=[tmp_path / "envs"])  # type: ignore[arg-type]
+    builder = ImageBuilder(engine, base="sha256:base", environments=[tmp_path / "envs"], cache_dir=tmp_path / "cache")  # type: ignore[arg-type]
     tag = builder.tag_of(builder.recipes()["env-x"])
     engine.present.add(tag)  # env-x pulled alone: env-sdk absent
     built: list[str] = []
