@@ -169,9 +169,9 @@ class ImageBuilder:
         """The packages dpkg installs for recipe.debian: their Depends closure, minus what the base image has, at the host's candidate versions.
 
         The base image, not the parent: the images between (env-sdk) install no Debian package, and the tag of a
-        recipe whose parent is not built yet is known all the same. Resolved once per base, list and state of the host's apt lists: kept in the cache
-        (debs/resolved.json), so that a command that only needs the tag pays no apt-cache
-        call and no container. Raises InfrastructureError(IMAGE_BUILD_FAILED).
+        recipe whose parent is not built yet is known all the same. Resolved once per base, list and state of the
+        host's apt lists: kept in the cache (debs/resolved.json), so that a command that only needs the tag pays no
+        apt-cache call and no container. Raises InfrastructureError(IMAGE_BUILD_FAILED).
         """
         if not recipe.debian:
             return ()
