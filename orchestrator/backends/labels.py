@@ -14,6 +14,10 @@ SCOPE = PREFIX + "scope"
 OWNER = PREFIX + "owner"
 IMAGE = PREFIX + "image"
 INPUTS = PREFIX + "inputs"
+# On images `images build` makes: the checkout that built it, and for an environment image the package it was built
+# from (each a hash of the resolved path), so `images prune` removes only this checkout's images on a shared engine.
+CHECKOUT = PREFIX + "checkout"
+PACKAGE = PREFIX + "package"
 
 
 def owner_id() -> str:

@@ -102,18 +102,24 @@ def list_images(base: Base = "auto", environments: Environments = None, as_json:
 
 @app.command("prune")
 def prune(base: Base = "auto", environments: Environments = None, as_json: Json = False) -> None:
-    """Remove images built from inputs that are no longer current."""
+    """Remove this checkout's images built from inputs that are no longer current.
+
+    Kept, each listed with the reason: images of other checkouts on the same engine (branches, users),
+    images without a checkout label, environment images of packages outside the catalogue (--environments), images in use.
+    """
     json_mode(as_json)
     try:
-        removed = _builder(base, environments).prune()
+        result = _builder(base, environments).prune()
     except _failures() as exc:
         _fail_from(exc)
     if as_json:
-        print_json({"removed": removed})
+        print_json({"removed": result.removed, "kept": [{"image": kept.image, "reason": kept.reason} for kept in result.kept]})
         return
-    for tag in removed:
+    for tag in result.removed:
         out.print(f"removed {tag}", highlight=False)
-    out.print(f"{len(removed)} outdated images removed")
+    for kept in result.kept:
+        out.print(f"kept {kept.image}: {kept.reason}", highlight=False)
+    out.print(f"{len(result.removed)} outdated images removed, {len(result.kept)} outdated images kept", highlight=False)
 
 
 @app.command("context")

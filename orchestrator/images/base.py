@@ -13,8 +13,9 @@ from typing import Callable
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
+from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED
 from orchestrator.images.catalogue import REPO_ROOT
+from orchestrator.images.ownership import path_id
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
 DEFAULT_BASE = "python:3.11-slim"
@@ -146,7 +147,7 @@ def _bootstrap(client: docker.DockerClient, tag: str, mirror: str, progress: Pro
             _fail(f"{BOOTSTRAP_SCRIPT.relative_to(REPO_ROOT)} failed", result.stdout[-4000:] + result.stderr[-4000:])
         progress("importing the bootstrapped file system")
         repository, _, version = tag.partition(":")
-        import_changes = [*changes(), f"LABEL {MANAGED}=true {IMAGE}=base {INPUTS}={version}"]
+        import_changes = [*changes(), f"LABEL {MANAGED}=true {IMAGE}=base {INPUTS}={version} {CHECKOUT}={path_id(REPO_ROOT)}"]
         try:
             client.api.import_image(src=str(archive), repository=repository, tag=version, changes=import_changes)
             return client.images.get(tag).id

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import stat
 import subprocess
@@ -14,7 +13,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -22,10 +20,11 @@ from typing import Callable
 import docker
 from docker.errors import APIError, BuildError, ImageNotFound
 
-from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED
+from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
-from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, discover
+from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage, discover
 from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
+from orchestrator.images.ownership import Ledger, path_id, reason_to_keep
 from orchestrator.images.recipes import (
     ENVIRONMENT_DOCKERFILE,
     ImageRecipe,
@@ -34,6 +33,7 @@ from orchestrator.images.recipes import (
     cli_agent_recipes,
     environment_recipe,
     policy_runtime_recipe,
+    sdk_layer_recipe,
 )
 from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
 
@@ -72,6 +72,20 @@ class BuildResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KeptImage:
+    """An outdated managed image `images prune` left in place, and why."""
+
+    image: str  # its tags, or its short id when it has none
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneResult:
+    removed: list[str]  # tags (or short ids) of the images removed
+    kept: list[KeptImage]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BuildContext:
     """A build context written to a directory, and the build args `docker build` needs for it."""
 
@@ -93,11 +107,17 @@ class ImageBuilder:
         environments: list[Path] | None = None,
         progress: Progress = lambda message: None,
         apt: AptCache | None = None,
+        checkout: Path = REPO_ROOT,
     ) -> None:
-        """apt answers the questions that resolve Debian packages (default: the host's apt-cache)."""
+        """apt answers the questions that resolve Debian packages (default: the host's apt-cache); checkout is the
+        directory whose hash labels every image built (CHECKOUT) and bounds what prune removes (default: this checkout);
+        the tags it finds current are recorded for the prunes of other checkouts in cache_dir/checkouts/."""
         self._client = client
+        self._checkout = path_id(checkout)
+        self._package_ids: dict[str, str] = {}  # environment image name -> PACKAGE label value
         self._base_choice = base
         self._cache = cache_dir or default_cache_dir()
+        self._ledger = Ledger(self._cache / "checkouts", checkout)
         self._environments = environments
         self._progress = progress
         self._base_id: str | None = None
@@ -114,10 +134,15 @@ class ImageBuilder:
     def recipes(self) -> dict[str, ImageRecipe]:
         """Every image of the catalogue by name (read once per builder)."""
         if self._recipes is None:
-            recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe()}
+            layer = sdk_layer_recipe()
+            recipes = {"policy-runtime": policy_runtime_recipe(), "agent-base": agent_base_recipe(), layer.name: layer}
             recipes.update({recipe.name: recipe for recipe in cli_agent_recipes()})
+            built_in = set(recipes)
             for package in self.packages():
+                if package.image in built_in:
+                    raise CatalogueError(f"{package.root / 'pyproject.toml'}: tool.epg.image: {package.image} is the name of a built-in image")
                 recipes[package.image] = environment_recipe(package)
+                self._package_ids[package.image] = path_id(package.root)
             self._recipes = recipes
         return self._recipes
 
@@ -141,15 +166,16 @@ class ImageBuilder:
         return replace(recipe, debian_files=tuple(package.filename for package in self.debian_packages(recipe)))
 
     def debian_packages(self, recipe: ImageRecipe) -> tuple[DebianPackage, ...]:
-        """The packages dpkg installs for recipe.debian: their Depends closure, minus what its base has, at the host's candidate versions.
+        """The packages dpkg installs for recipe.debian: their Depends closure, minus what the base image has, at the host's candidate versions.
 
-        Resolved once per base, list and state of the host's apt lists: kept in the cache
-        (debs/resolved.json), so that a command that only needs the tag pays no apt-cache
-        call and no container. Raises InfrastructureError(IMAGE_BUILD_FAILED).
+        The base image, not the parent: the images between (env-sdk) install no Debian package, and the tag of a
+        recipe whose parent is not built yet is known all the same. Resolved once per base, list and state of the
+        host's apt lists: kept in the cache (debs/resolved.json), so that a command that only needs the tag pays no
+        apt-cache call and no container. Raises InfrastructureError(IMAGE_BUILD_FAILED).
         """
         if not recipe.debian:
             return ()
-        base = self._base_input(recipe)
+        base = self.base_id()
         key = (base, recipe.debian)
         if key not in self._debs:
             stored = _ResolvedDebs(self._cache / "debs" / "resolved.json", self._apt.fingerprint())
@@ -185,6 +211,7 @@ class ImageBuilder:
             pinned = recipe.labels.get("org.evopolicygym.cli", "")
             size = self._image_size(tag)
             statuses.append(ImageStatus(name=recipe.name, tag=tag, present=size is not None, pinned=pinned, size_bytes=size or 0))
+        self._ledger.record({status.name: status.tag for status in statuses})
         return statuses
 
     def _select(self, names: list[str] | None) -> list[ImageRecipe]:
@@ -216,33 +243,52 @@ class ImageBuilder:
         except ImageNotFound:
             return None
 
-    def prune(self) -> list[str]:
-        """Remove images of ours whose inputs are outdated (not a current tag, not the current base); return their tags."""
+    def prune(self) -> PruneResult:
+        """Remove this checkout's images whose inputs are outdated (not a current tag, not the current base).
+
+        An outdated image is kept, with the reason, when another checkout built it, when it carries no checkout
+        label, when another checkout of this user last found its tag current (the Ledger), when it was built from an
+        environment package outside this catalogue, or when the engine refuses (a container uses it, another
+        repository tag names it).
+        """
         current = {status.tag for status in self.status()}
         base_id = self.base_id()
-        removed = []
+        packages = set(self._package_ids.values())
+        elsewhere = self._ledger.used_elsewhere()
+        removed: list[str] = []
+        kept: list[KeptImage] = []
         for image in self._client.images.list(filters={"label": f"{MANAGED}=true"}):
             if image.id == base_id or any(tag in current for tag in image.tags):
                 continue
-            try:
-                self._client.images.remove(image.id, force=False)
-            except APIError as exc:  # in use by a container: keep it, say why
-                self._progress(f"kept {', '.join(image.tags) or image.short_id}: {str(exc)[:120]}")
-                continue
-            removed.extend(image.tags or [image.short_id])
-        return removed
+            name = ", ".join(image.tags) or image.short_id
+            reason = reason_to_keep(image.labels, image.tags, checkout=self._checkout, packages=packages, elsewhere=elsewhere)
+            if reason is None:
+                try:
+                    self._client.images.remove(image.id, force=False)
+                except APIError as exc:  # in use by a container, or named by another tag: keep it, say why
+                    reason = f"the engine refused: {str(exc)[:160]}"
+            if reason is not None:
+                self._progress(f"kept {name}: {reason}")
+                kept.append(KeptImage(image=name, reason=reason))
+            else:
+                removed.extend(image.tags or [image.short_id])
+        return PruneResult(removed=removed, kept=kept)
 
     # building ------------------------------------------------------------------
 
     def ensure(self, names: list[str] | None = None) -> list[BuildResult]:
         """Build each named image (default: all) whose inputs have no image yet."""
-        return [self.build(recipe) for recipe in self._select(names)]
+        results = [self.build(recipe) for recipe in self._select(names)]
+        self._ledger.record({result.name: result.tag for result in results})
+        return results
 
     def build(self, recipe: ImageRecipe) -> BuildResult:
-        """Build recipe's image unless one with its tag exists (its parent first). Raises InfrastructureError."""
+        """Build recipe's image unless one with its tag exists (its parent first). Raises InfrastructureError.
+
+        An image found under its tag needs no parent image: the tag is computed from the parent's tag, and the
+        image holds the parent's layers (as after `images pull` of an environment image alone).
+        """
         started = time.monotonic()
-        if recipe.parent is not None:
-            self.build(self.recipes()[recipe.parent])
         recipe = self.resolved(recipe)
         base_input = self._base_input(recipe)
         digest = recipe.inputs_hash(base_input)
@@ -251,10 +297,14 @@ class ImageBuilder:
         if found is not None:
             self._progress(f"{recipe.name}: up to date ({tag})")
             return BuildResult(name=recipe.name, tag=tag, image_id=found, built=False, seconds=time.monotonic() - started)
+        if recipe.parent is not None:
+            self.build(self.recipes()[recipe.parent])
         self._progress(f"{recipe.name}: building {tag}")
         with tempfile.TemporaryDirectory(prefix=f"epg-build-{recipe.name}-") as tmp:
             context = self.write_context(recipe, Path(tmp))
-            labels = {MANAGED: "true", IMAGE: recipe.name, INPUTS: digest, **recipe.labels}
+            labels = {MANAGED: "true", IMAGE: recipe.name, INPUTS: digest, CHECKOUT: self._checkout, **recipe.labels}
+            if recipe.name in self._package_ids:
+                labels[PACKAGE] = self._package_ids[recipe.name]
             self._docker_build(context.directory, tag, context.build_args, labels)
         image_id = self._image_id(tag) or ""
         self._progress(f"{recipe.name}: built {tag} in {time.monotonic() - started:.0f} s")
@@ -283,17 +333,18 @@ class ImageBuilder:
         shutil.copyfile(recipe.dockerfile, directory / "Dockerfile")
         if recipe.debian or recipe.dockerfile == ENVIRONMENT_DOCKERFILE:
             self._fetch_debs(recipe, directory / "debs")
-        if recipe.requirements:
+        if recipe.requirements or recipe.no_deps_requirements or recipe.dockerfile == ENVIRONMENT_DOCKERFILE:
             wheels = directory / "wheels"
             wheels.mkdir()
-            (wheels / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n")
-            local = {_distribution_name(root) for root in recipe.distributions}
-            self._fetch_wheels(tuple(r for r in recipe.requirements if _requirement_name(r) not in local), wheels)
+            (wheels / "requirements.txt").write_text("".join(f"{r}\n" for r in recipe.requirements))
+            if recipe.requirements:
+                self._fetch_wheels(recipe.requirements, wheels)
             if recipe.no_deps_requirements:
                 (wheels / "requirements-nodeps.txt").write_text("\n".join(recipe.no_deps_requirements) + "\n")
                 self._fetch_wheels(recipe.no_deps_requirements, wheels, with_dependencies=False)
-            for root in recipe.distributions:
-                self._build_wheel(root, wheels)
+        for root in recipe.distributions:
+            (directory / "dist").mkdir(exist_ok=True)
+            self._build_wheel(root, directory / "dist")
         for destination, source in recipe.files.items():
             target = directory / "lib" / destination
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -455,12 +506,3 @@ def _copy_regular_file(source: Path, target: Path) -> None:
             raise CatalogueError(f"{source} is not a regular file; not copied into the image")
         with open(target, "wb") as writer:
             shutil.copyfileobj(reader, writer, 1 << 20)
-
-
-def _requirement_name(requirement: str) -> str:
-    return re.sub(r"[-_.]+", "-", requirement.split("==")[0].split("[")[0].strip().lower())
-
-
-def _distribution_name(root: Path) -> str:
-    """The normalised project name in root/pyproject.toml."""
-    return _requirement_name(tomllib.loads((root / "pyproject.toml").read_text())["project"]["name"])

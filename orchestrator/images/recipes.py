@@ -8,14 +8,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage
+from orchestrator.images.pins import (
+    AGENT_NAMES,
+    POLICY_NAMES,
+    RUNNER_NAMES,
+    LockError,
+    normalise,
+    parse_lock,
+    pins_of,
+    sdk_layer_pins,
+    sdk_layer_versions,
+    sdk_version,
+)
 
 POLICY_RUNTIME = "policy-runtime"
 AGENT_BASE = "agent-base"
+SDK_LAYER = "env-sdk"
 LIB = "/opt/epg/lib"
-
-# Pinned to the generated protobuf code's runtime and to the runner's needs.
-POLICY_REQUIREMENTS = ("numpy==2.4.6", "protobuf==7.36.2")
-RUNNER_REQUIREMENTS = ("grpcio==1.85.3", "numpy==2.4.6", "protobuf==7.36.2", "typing-extensions==4.16.0")
 
 # Repository paths; below sdk/ they land in the image's lib directory without that prefix.
 POLICY_FILES = (
@@ -30,7 +39,6 @@ POLICY_FILES = (
     "sdk/epg/v1/values_pb2.py",
     "sdk/epg/v1/policy_pb2.py",
 )
-AGENT_REQUIREMENTS = ("grpcio==1.85.3", "numpy==2.4.6", "protobuf==7.36.2", "typing-extensions==4.16.0")
 AGENT_FILES = (
     "orchestrator/__init__.py",
     "orchestrator/session/__init__.py",
@@ -50,13 +58,14 @@ AGENT_FILES = (
 
 # One folder per image kind, each with its real Dockerfile (images/README.md).
 IMAGES = REPO_ROOT / "images"
-# Environment images install the SDK as a distribution, built into a wheel on the host, so an
-# author's package that depends on epg-sdk installs on top of one with plain pip.
+# The SDK layer (env-sdk, under every environment image) installs the SDK as a distribution, built into a wheel on
+# the host, so an author's package that depends on epg-sdk installs on top of one with plain pip.
 SDK_DISTRIBUTION = REPO_ROOT / "sdk"
-SDK_REQUIREMENT = "epg-sdk==0.1.0"
 _NOT_SOURCE = {"__pycache__", "build", "dist"}
-# Its build context always has debs/, the Debian packages installed first (empty without tool.epg.debian).
+# Its build context always has debs/, the Debian packages installed first (empty without tool.epg.debian), and
+# wheels/requirements.txt (empty when the SDK layer holds every pin of the package's lock).
 ENVIRONMENT_DOCKERFILE = IMAGES / "environment" / "Dockerfile"
+SDK_LAYER_DOCKERFILE = IMAGES / "sdk" / "Dockerfile"
 
 
 def distribution_sources(root: Path) -> list[Path]:
@@ -141,8 +150,25 @@ def policy_runtime_recipe() -> ImageRecipe:
         name=POLICY_RUNTIME,
         dockerfile=IMAGES / "policy-runtime" / "Dockerfile",
         build_args={"SMOKE": "numpy, epg_sdk.runtime.policy_runtime"},
-        requirements=POLICY_REQUIREMENTS,
+        requirements=pins_of(*POLICY_NAMES),
         files=_project_files(POLICY_FILES),
+    )
+
+
+def sdk_requirement() -> str:
+    """`epg-sdk==VERSION`, the version sdk/pyproject.toml gives: the SDK distribution the SDK layer installs."""
+    return f"epg-sdk=={sdk_version(SDK_DISTRIBUTION)}"
+
+
+def sdk_layer_recipe() -> ImageRecipe:
+    """The layer every environment image is built on: the runner's wheels (NumPy, protobuf, grpcio), gymnasium, all
+    at the versions of sdk-layer.lock, and the epg-sdk distribution built from sdk/ (the environment runner, the SDK)."""
+    return ImageRecipe(
+        name=SDK_LAYER,
+        dockerfile=SDK_LAYER_DOCKERFILE,
+        build_args={"SMOKE": "numpy, grpc, google.protobuf, gymnasium, epg_sdk.runtime.runner, epg_sdk.gym_adapter"},
+        requirements=sdk_layer_pins(),
+        distributions=(SDK_DISTRIBUTION,),
     )
 
 
@@ -153,7 +179,7 @@ def agent_base_recipe() -> ImageRecipe:
         dockerfile=IMAGES / "agent-base" / "Dockerfile",
         build_args={"SMOKE": "numpy, orchestrator.session.cli, orchestrator.agents.hill_climb"},
         context_files={"epg-session": IMAGES / "agent-base" / "epg-session"},
-        requirements=AGENT_REQUIREMENTS,
+        requirements=pins_of(*AGENT_NAMES),
         files=_project_files(AGENT_FILES),
     )
 
@@ -222,14 +248,6 @@ def cli_agent_recipes() -> list[ImageRecipe]:
     ] + [agent_node_recipe(), *node_cli_recipes()]
 
 
-# A lock line the builder accepts: a name, optional extras, `==` and one version, nothing else. The pins become
-# arguments of the host's `pip download` and lines of the image's requirements.txt, so anything more (an option
-# such as `-f URL`, `--index-url`, `-e`, `-r FILE`, a URL or a path) would change where pip looks or what it reads.
-_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
-_PIN = re.compile(rf"{_NAME}(?:\[\s*{_NAME}(?:\s*,\s*{_NAME})*\s*\])?\s*==\s*[A-Za-z0-9](?:[A-Za-z0-9.+!_-]*[A-Za-z0-9])?")
-_COMMENT = re.compile(r"(?:^|\s+)#.*$")  # pip's rule: `#` at the start or after whitespace
-
-
 def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:
     """The pins of package's requirements.lock: one `NAME==VERSION` (or `NAME[EXTRA,...]==VERSION`) per line,
     comments and blank lines skipped. Raises CatalogueError naming the first other line, or a lock that is a
@@ -237,17 +255,10 @@ def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:
     lock = package.lock_file
     if not lock.is_file():
         return ()
-    lines = _package_file(package, lock).read_text().splitlines()
-    pins = []
-    for number, line in enumerate(lines, 1):
-        pin = _COMMENT.sub("", line).strip()
-        if not pin:
-            continue
-        if not _PIN.fullmatch(pin):
-            raise CatalogueError(f"{lock}:{number}: {line.strip()!r} is not a plain pinned requirement: write one NAME==VERSION "
-                                 "(or NAME[EXTRA]==VERSION) per line, without pip options, URLs, paths, markers or hashes")
-        pins.append(pin)
-    return tuple(pins)
+    try:
+        return parse_lock(_package_file(package, lock).read_text(), str(lock))
+    except LockError as exc:
+        raise CatalogueError(str(exc)) from exc
 
 
 def _package_file(package: EnvironmentPackage, path: Path) -> Path:
@@ -283,8 +294,28 @@ def _split_no_deps(requirements: tuple[str, ...], names: tuple[str, ...]) -> tup
             tuple(r for r in requirements if r.partition("==")[0] in wanted))
 
 
+def _over_the_sdk_layer(requirements: tuple[str, ...]) -> tuple[str, ...]:
+    """The pins of requirements that an environment image installs over the SDK layer: those the layer does not hold
+    at that version (another gymnasium, the simulator and what it needs) and those naming extras.
+
+    Raises ValueError for a pin of what the runner imports (RUNNER_NAMES) at another version than the layer's.
+    """
+    layer = sdk_layer_versions()
+    over = []
+    for requirement in requirements:
+        name, _, version = requirement.partition("==")
+        key = normalise(name)
+        if key in RUNNER_NAMES and version != layer[key]:
+            raise ValueError(f"conflicting pins {key}=={layer[key]} (the SDK layer, sdk-layer.lock) and {requirement}: "
+                             "the environment runner imports it, so a package's lock must pin the layer's version")
+        if layer.get(key) != version or "[" in name:
+            over.append(requirement)
+    return tuple(over)
+
+
 def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
-    """The runner, the SDK (installed as the epg-sdk distribution), the Benchmark package and its simulator.
+    """The SDK layer (runner, SDK, NumPy, gymnasium), then the Benchmark package and what its lock adds: its
+    simulator, and the pins it holds at another version than the layer (gymnasium 1.3.0 over 1.4.0).
 
     Raises CatalogueError for a file that a symbolic link takes out of the package and for a lock line that is
     not a plain pin; ValueError for conflicting pins.
@@ -298,16 +329,16 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
     if readme.is_file():
         files[f"{package.table.module}/README.md"] = _package_file(package, readme)
     smoke = ", ".join(sorted({entry.split(":")[0] for entry in package.table.benchmarks.values()}))
-    requirements = _merge_requirements(RUNNER_REQUIREMENTS, _read_lock(package), (SDK_REQUIREMENT,))
-    requirements, no_deps = _split_no_deps(requirements, package.table.no_deps)
+    requirements, no_deps = _split_no_deps(_merge_requirements(_read_lock(package)), package.table.no_deps)
+    _over_the_sdk_layer(no_deps)  # installed apart, but held to the runner's versions all the same
     return ImageRecipe(
         name=package.image,
         dockerfile=ENVIRONMENT_DOCKERFILE,
         build_args={"SMOKE": f"epg_sdk.runtime.runner, {smoke}"},
-        requirements=requirements,
+        requirements=_over_the_sdk_layer(requirements),
         no_deps_requirements=no_deps,
         debian=package.table.debian,
         files=files,
-        distributions=(SDK_DISTRIBUTION,),
+        parent=SDK_LAYER,
         labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},
     )

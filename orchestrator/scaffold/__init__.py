@@ -2,7 +2,9 @@
 
 The README and the tests hold the real spaces of `gymnasium.make(ID)` on this
 host; requirements.lock pins the host's installed gymnasium and everything it
-needs, as the bundled packages pin theirs.
+needs, as the bundled packages pin theirs, but what the environment runner
+imports (NumPy, typing-extensions) at the SDK layer's versions
+(orchestrator/images/sdk-layer.lock), whatever this host has installed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from string import Template
 from typing import Any
+
+from orchestrator.images.pins import RUNNER_NAMES, sdk_layer_versions
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "gymnasium"
 # Template file -> path in the new package; {module} is the import package's name. Python templates
@@ -83,7 +87,7 @@ def _describe(gym_id: str) -> dict[str, Any]:
 
 def _fields(described: dict[str, Any], *, gym_id: str, benchmark_id: str, name: str, module: str, failure_return: float) -> dict[str, str]:
     horizon = described["max_episode_steps"] or 1000
-    versions = {dist: metadata.version(dist) for dist in ("gymnasium", "numpy", "epg-sdk")}
+    versions = {dist: metadata.version(dist) for dist in ("gymnasium", "epg-sdk")} | {"numpy": sdk_layer_versions()["numpy"]}
     dependencies = [f"epg-sdk[gym]=={versions['epg-sdk']}", f"gymnasium=={versions['gymnasium']}", f"numpy=={versions['numpy']}"]
     return {
         "distribution": f"epg-env-{name}",
@@ -140,15 +144,17 @@ def _flatten(value: Any) -> list[Any]:
 
 
 def _lock(root: str) -> list[str]:
-    """root and every distribution it requires (no extras), pinned at the versions installed here, sorted."""
+    """root and every distribution it requires (no extras), pinned at the versions installed here, sorted; what the
+    environment runner imports (RUNNER_NAMES) at the SDK layer's versions, which an environment image must keep."""
     pins: dict[str, str] = {}
+    layer = sdk_layer_versions()
     pending = [root]
     while pending:
         name = re.sub(r"[-_.]+", "-", pending.pop().lower())
         if name in pins:
             continue
         try:
-            pins[name] = metadata.version(name)
+            pins[name] = layer[name] if name in RUNNER_NAMES else metadata.version(name)
             requires = metadata.requires(name) or []
         except metadata.PackageNotFoundError as exc:
             raise ScaffoldError(f"requirements.lock: {name} is not installed here; install {root} with its dependencies") from exc

@@ -1,15 +1,22 @@
-"""Everything is labelled and reaped by label: by the sandbox, on start-up and by `gc`."""
+"""Everything is labelled and reaped by label: by the sandbox, on start-up and by `gc`; `images prune` keeps to its checkout's images."""
 
 from __future__ import annotations
 
+import io
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from orchestrator.backends.container_spec import ContainerSpec
-from orchestrator.backends.labels import LabelSet, owner_id, selector
+from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE, SCOPE, LabelSet, owner_id, selector
 from orchestrator.compose import reap_orphans
+from orchestrator.images.builder import ImageBuilder, default_cache_dir
+from orchestrator.images.catalogue import discover
+from orchestrator.images.ownership import Ledger, path_id
 from orchestrator.kernel.program import capture_program
+
+TEST_ENVIRONMENTS = Path(__file__).resolve().parents[1] / "environments"
 
 
 def _labelled(engine, images, scope, owner, session):
@@ -54,3 +61,48 @@ def test_gc_all_reaps_by_scope_label(engine, images, scope):
     assert result.returncode == 0, result.stderr
     assert "reaped 1 containers" in result.stdout
     assert engine.client.containers.list(all=True, filters={"id": container.id}) == []
+
+
+def _labelled_image(engine, base: str, tag: str, labels: dict[str, str]) -> str:
+    """A one-line image FROM base (no layer of its own) under tag with labels; returns its id."""
+    image, _log = engine.client.images.build(fileobj=io.BytesIO(f"FROM {base}\n".encode()), tag=tag, labels=labels, rm=True)
+    return image.id
+
+
+def test_images_prune_removes_only_this_checkouts_outdated_images(engine, images, scope, tmp_path):
+    ours, theirs = path_id(tmp_path / "ours"), path_id(tmp_path / "theirs")
+    probe = next(p for p in discover([TEST_ENVIRONMENTS], installed=False) if p.image == "env-probe")
+    managed = {MANAGED: "true", IMAGE: "prune-probe", SCOPE: scope}
+    made = {
+        "ours-outdated": {**managed, CHECKOUT: ours},
+        "ours-env-outdated": {**managed, CHECKOUT: ours, PACKAGE: path_id(probe.root)},
+        "ours-env-of-another-catalogue": {**managed, CHECKOUT: ours, PACKAGE: path_id(tmp_path / "elsewhere")},
+        "theirs-outdated": {**managed, CHECKOUT: theirs},
+        "unlabelled": managed,
+        "ours-outdated-but-current-elsewhere": {**managed, CHECKOUT: ours},
+    }
+    tags = {name: f"epg/prune-probe:{scope}-{name}" for name in made}
+    (tmp_path / "living").mkdir()  # another checkout of this user, which last found one of them current
+    ledgers = [Ledger(default_cache_dir() / "checkouts", tmp_path / name) for name in ("living", "ours")]
+    try:
+        ledgers[0].record({"prune-probe": tags["ours-outdated-but-current-elsewhere"]})
+        for name, labels in made.items():  # INPUTS differs, so that each is an image of its own
+            _labelled_image(engine, images["policy-runtime"], tags[name], {**labels, INPUTS: name})
+        builder = ImageBuilder(engine.client, environments=[TEST_ENVIRONMENTS], checkout=tmp_path / "ours")
+        result = builder.prune()
+        assert set(result.removed) == {tags["ours-outdated"], tags["ours-env-outdated"]}
+        kept = {kept.image: kept.reason for kept in result.kept if kept.image in tags.values()}
+        assert kept[tags["theirs-outdated"]] == f"built by another checkout ({CHECKOUT}={theirs})"
+        assert kept[tags["unlabelled"]].startswith("no checkout label")
+        assert kept[tags["ours-env-of-another-catalogue"]].startswith("built from an environment package outside this catalogue")
+        elsewhere = tags["ours-outdated-but-current-elsewhere"]
+        assert kept[elsewhere] == f"{elsewhere} is current for the checkout at {tmp_path / 'living'}"
+        present = {name for name, tag in tags.items() if engine.image_exists(tag)}
+        assert present == {"theirs-outdated", "unlabelled", "ours-env-of-another-catalogue", "ours-outdated-but-current-elsewhere"}
+        assert all(engine.image_exists(tag) for tag in images.values())  # current images of this run stay
+    finally:
+        for tag in tags.values():
+            if engine.image_exists(tag):
+                engine.client.images.remove(tag, noprune=True)
+        for ledger in ledgers:
+            ledger.path.unlink(missing_ok=True)

@@ -79,10 +79,13 @@ def test_the_resolution_pins_the_closure_minus_the_base(debian_images):
 
 def test_images_with_the_same_debian_packages_share_the_dpkg_layer(engine, debian_images):
     builder, tags = debian_images
+    # the layers below an environment image's own: the SDK layer's (its BASE), which start with the base image's
+    below = engine.client.images.get(builder.tag_of(builder.recipes()["env-sdk"])).attrs["RootFS"]["Layers"]
     base_layers = engine.client.images.get(builder.base_id()).attrs["RootFS"]["Layers"]
     first, second = (engine.client.images.get(tags[name]).attrs["RootFS"]["Layers"] for name in ("env-debian-probe-a", "env-debian-probe-b"))
-    assert first[: len(base_layers)] == second[: len(base_layers)] == base_layers
-    assert first[len(base_layers) : len(base_layers) + 2] == second[len(base_layers) : len(base_layers) + 2]  # COPY debs, RUN dpkg -i
+    assert below[: len(base_layers)] == base_layers and len(below) > len(base_layers)
+    assert first[: len(below)] == second[: len(below)] == below
+    assert first[len(below) : len(below) + 2] == second[len(below) : len(below) + 2]  # COPY debs, RUN dpkg -i
     assert first != second  # the images differ after it
     (dpkg,) = [entry for entry in engine.client.api.history(tags["env-debian-probe-a"]) if "dpkg -i" in entry["CreatedBy"]]
     print(f"dpkg layer: {dpkg['Size'] / 1e6:.1f} MB")

@@ -228,8 +228,10 @@ def test_the_builder_tags_over_the_resolved_files_and_reads_each_base_once(tmp_p
         "libllvm15_1%3a15.0.6-4+b1_amd64.deb", "libosmesa6_22.3.6-1+deb12u2_amd64.deb",
     )
     tag = builder.tag_of(recipe)
-    assert tag == resolved.tag("sha256:base") != recipe.tag("sha256:base")
+    parent = builder.tag_of(builder.recipes()["env-sdk"])  # the SDK layer's tag is BASE; its packages are the base image's
+    assert tag == resolved.tag(parent) != recipe.tag(parent)
     assert len(client.created) == 1 and client.removed == ["status-reader"]  # one labelled reader, removed
+    assert client.created[0]["image"] == "sha256:base"
     assert client.created[0]["labels"]["org.evopolicygym.managed"] == "true"
     newer = ImageBuilder(FakeClient(), base="sha256:base", environments=[tmp_path / "x"], cache_dir=cache,  # type: ignore[arg-type]
                          apt=FakeApt(versions={"libglapi-mesa": "22.3.6-1+deb12u3"}))

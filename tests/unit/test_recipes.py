@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.images.catalogue import REPO_ROOT, discover, resolve_benchmark
+from orchestrator.images.pins import RUNNER_NAMES, normalise, sdk_layer_versions
 from orchestrator.images.recipes import (
     IMAGES,
     NODE_VERSION,
     POLICY_FILES,
     SDK_DISTRIBUTION,
-    SDK_REQUIREMENT,
+    SDK_LAYER,
     ImageRecipe,
     NpmBinary,
     _merge_requirements,
@@ -23,6 +24,8 @@ from orchestrator.images.recipes import (
     environment_recipe,
     node_cli_recipes,
     policy_runtime_recipe,
+    sdk_layer_recipe,
+    sdk_requirement,
 )
 
 
@@ -145,26 +148,76 @@ def cartpole():
     return package, environment_recipe(package)
 
 
-def test_environment_recipe_pins_gymnasium(cartpole):
+def test_environment_recipe_takes_gymnasium_from_the_sdk_layer_when_its_lock_pins_the_layers(cartpole):
     _package, image = cartpole
-    assert "gymnasium==1.4.0" in image.requirements
+    assert "gymnasium==1.4.0" in sdk_layer_recipe().requirements
+    assert not any(normalise(r.split("==")[0]) == "gymnasium" for r in image.requirements)
     assert all("==" in requirement for requirement in image.requirements)
 
 
-def test_environment_recipe_requirements_are_sorted_and_unique(cartpole):
-    _package, image = cartpole
-    names = [r.split("==")[0].lower() for r in image.requirements]
-    assert names == sorted(set(names))
+def test_environment_recipe_requirements_are_sorted_and_unique():
+    (highway,) = [p for p in discover() if p.image == "env-highway"]
+    names = [r.split("==")[0].lower() for r in environment_recipe(highway).requirements]
+    assert len(names) > 5 and names == sorted(set(names))
 
 
-def test_environment_recipe_holds_the_runner_and_the_package(cartpole):
+def test_environment_recipe_holds_the_package_on_the_sdk_layer_which_holds_the_runner(cartpole):
     package, image = cartpole
-    assert SDK_REQUIREMENT in image.requirements and image.distributions == (SDK_DISTRIBUTION,)
+    layer = sdk_layer_recipe()
+    assert image.parent == SDK_LAYER == layer.name and image.distributions == ()
+    assert layer.distributions == (SDK_DISTRIBUTION,) and "epg_sdk.runtime.runner" in layer.build_args["SMOKE"]
+    assert sdk_requirement() == "epg-sdk==0.1.0"
     assert not any(path.startswith(("epg_sdk/", "epg/")) for path in image.files)  # installed, not copied
     assert f"{package.table.module}/__init__.py" in image.files
     assert image.files[f"{package.table.module}/README.md"] == package.root / "README.md"
     assert image.name == package.image == "env-cartpole"
     assert image.labels == {"org.evopolicygym.benchmarks": "CartPole-v1"}
+
+
+def _lock_pins(package) -> dict[str, str]:
+    lines = package.lock_file.read_text().splitlines() if package.lock_file.is_file() else []
+    pins = [line.split("#")[0].strip() for line in lines]
+    return {p.split("==")[0].strip(): p.split("==")[1].strip() for p in pins if p}
+
+
+@pytest.mark.parametrize("package", discover([REPO_ROOT / "environments", REPO_ROOT / "tests" / "environments"]), ids=lambda p: p.image)
+def test_every_environment_image_is_the_sdk_layer_plus_what_its_lock_adds_or_pins_differently(package):
+    image = environment_recipe(package)
+    layer = sdk_layer_versions()
+    assert image.parent == SDK_LAYER
+    installed = {normalise(r.split("==")[0]): r.split("==")[1] for r in image.requirements + image.no_deps_requirements}
+    for name, version in installed.items():
+        assert layer.get(name) != version or name in {normalise(r.split("==")[0]) for r in image.no_deps_requirements}, name
+    for name, version in _lock_pins(package).items():  # nothing of the lock is lost: the image installs it or the layer holds it
+        key = normalise(name)
+        assert installed.get(key) == version or (layer.get(key) == version and "[" not in name), name
+    for name in RUNNER_NAMES:  # what the runner imports is the layer's, never replaced
+        assert name not in installed
+
+
+def test_packages_that_pin_another_gymnasium_install_it_over_the_layer():
+    (mujoco,) = [p for p in discover() if p.image == "env-mujoco"]
+    assert "gymnasium==1.3.0" in environment_recipe(mujoco).requirements
+    assert sdk_layer_versions()["gymnasium"] == "1.4.0"
+
+
+@pytest.mark.parametrize("lock", ["numpy==2.3.0\n", "protobuf==6.0.0\n", "grpcio==1.80.0\n", "typing_extensions==4.15.0\n"])
+def test_a_lock_pinning_what_the_runner_imports_at_another_version_is_refused(tmp_path, lock):
+    with pytest.raises(ValueError, match=r"conflicting pins .* \(the SDK layer, sdk-layer.lock\)"):
+        environment_recipe(only_package(hostile_package(tmp_path, lock=lock)))
+
+
+def test_a_no_deps_pin_of_what_the_runner_imports_at_another_version_is_refused(tmp_path):
+    root = hostile_package(tmp_path, lock="numpy==2.3.0\n")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('module = "epg_env_hostile"\n', 'module = "epg_env_hostile"\nno_deps = ["numpy"]\n'))
+    with pytest.raises(ValueError, match="conflicting pins numpy==2.4.6"):
+        environment_recipe(only_package(root))
+
+
+def test_the_sdk_layer_tag_is_an_input_of_every_environment_image_tag(cartpole):
+    _package, image = cartpole
+    assert image.tag("epg/env-sdk:aaaa") != image.tag("epg/env-sdk:bbbb")
 
 
 def test_environment_recipe_skips_bytecode(cartpole):
@@ -194,15 +247,15 @@ def test_merge_requirements_accepts_the_same_pin_spelled_with_underscores_or_cap
 
 def test_every_recipe_uses_a_dockerfile_of_the_images_folder(cartpole):
     _package, image = cartpole
-    recipes = [policy_runtime_recipe(), agent_base_recipe(), *cli_agent_recipes(), image]
+    recipes = [policy_runtime_recipe(), agent_base_recipe(), sdk_layer_recipe(), *cli_agent_recipes(), image]
     folders = {recipe.dockerfile.relative_to(IMAGES).parent.as_posix() for recipe in recipes}
-    assert folders == {"policy-runtime", "agent-base", "agent-cli", "agent-node", "agent-node-cli", "environment"}
+    assert folders == {"policy-runtime", "agent-base", "agent-cli", "agent-node", "agent-node-cli", "environment", "sdk"}
     assert all(recipe.dockerfile.name == "Dockerfile" and recipe.dockerfile.is_file() for recipe in recipes)
 
 
 def test_every_build_arg_of_a_recipe_is_declared_by_its_dockerfile(cartpole):
     _package, image = cartpole
-    for recipe in [policy_runtime_recipe(), agent_base_recipe(), *cli_agent_recipes(), image]:
+    for recipe in [policy_runtime_recipe(), agent_base_recipe(), sdk_layer_recipe(), *cli_agent_recipes(), image]:
         declared = {line.split()[1].split("=")[0] for line in recipe.dockerfile.read_text().splitlines() if line.startswith("ARG ")}
         assert {"BASE", *recipe.build_args} <= declared, recipe.name
 
@@ -424,10 +477,11 @@ def test_a_lock_line_other_than_a_plain_pin_is_refused_naming_the_line(tmp_path,
 
 
 def test_plain_pins_with_extras_comments_and_blank_lines_are_accepted(tmp_path):
-    lock = "# a comment\n\ngymnasium[classic-control]==1.4.0\n  Farama_Notifications == 0.0.6   # why this pin\ncloudpickle==3.1.3\n"
+    # versions other than the SDK layer's, so that the image installs them and they show in its requirements
+    lock = "# a comment\n\ngymnasium[classic-control]==1.4.0\n  Farama_Notifications == 0.0.5   # why this pin\ncloudpickle==3.1.2\n"
     recipe = environment_recipe(only_package(hostile_package(tmp_path, lock=lock)))
     assert "gymnasium[classic-control]==1.4.0" in recipe.requirements
-    assert "farama-notifications==0.0.6" in recipe.requirements and "cloudpickle==3.1.3" in recipe.requirements
+    assert "farama-notifications==0.0.5" in recipe.requirements and "cloudpickle==3.1.2" in recipe.requirements
     assert all(not r.startswith("-") and "#" not in r and " " not in r for r in recipe.requirements)
 
 

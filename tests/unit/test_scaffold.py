@@ -29,6 +29,21 @@ def test_generated_package_is_read_by_the_catalogue(tmp_path):
     assert all("==" in line for line in lock)
 
 
+def test_generated_package_pins_what_the_runner_imports_at_the_sdk_layers_versions_whatever_is_installed(tmp_path, monkeypatch):
+    import orchestrator.scaffold as scaffold
+    from orchestrator.images.pins import sdk_layer_versions
+
+    installed = scaffold.metadata.version
+    monkeypatch.setattr(scaffold.metadata, "version", lambda name: "0.0.1" if name in ("numpy", "typing-extensions") else installed(name))
+    made = new_gymnasium_package(tmp_path / "cp", "CartPole-v1", benchmark_id="MyCartPole-v1", name="my-cartpole")
+    layer = sdk_layer_versions()
+    lock = (made.root / "requirements.lock").read_text().splitlines()
+    assert f"numpy=={layer['numpy']}" in lock and f"typing-extensions=={layer['typing-extensions']}" in lock
+    assert f"gymnasium=={installed('gymnasium')}" in lock  # the gymnasium its README and tests were made from
+    dependencies = tomllib.loads((made.root / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"numpy=={layer['numpy']}" in dependencies and "0.0.1" not in "".join(lock + dependencies)
+
+
 def test_generated_readme_and_tests_hold_the_real_spaces(tmp_path):
     made = new_gymnasium_package(tmp_path / "cp", "CartPole-v1", benchmark_id="MyCartPole-v1", name="my-cartpole")
     readme = (made.root / "README.md").read_text()
