@@ -34,8 +34,9 @@ demo: setup docker
 evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
+# The images build while the engine-free tests run; then the engine tests (scripts/run-tests.sh). JOBS: pytest-xdist workers.
 test: lint docs docker chromium
-	$(BIN)/python -m pytest --durations=30
+	BIN=$(BIN) bash scripts/run-tests.sh
 
 lint: setup
 	$(BIN)/ruff check .
@@ -45,7 +46,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 unit: setup
-	$(BIN)/python -m pytest -m 'not docker'
+	$(BIN)/python -m pytest -m 'not docker' -n $${JOBS:-2}
 
 bench: setup docker
 	$(BIN)/python bench/bench.py
