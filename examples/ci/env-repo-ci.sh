@@ -14,8 +14,8 @@
 #   PUSHED        the push's report, for pull: every image pulled must be the one pushed
 #                 (default: $OUT/push.json, when it exists)
 #
-# Every step writes its JSON report to $OUT/STEP.json; tests/docker/test_registry.py runs
-# these steps against a registry on loopback.
+# Every step writes its JSON report to $OUT/STEP.json; tests/docker/test_ci_workflow.py runs
+# these steps, through the workflow, against a registry on loopback.
 set -eu
 EPG=${EPG:-epg-orchestrate}
 ENVIRONMENTS=${ENVIRONMENTS:-environments}
