@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SWAPPER_SOURCE = (REPO / "tests" / "fakes" / "swapper.py").read_text().split('if __name__ == "__main__":')[0]
@@ -29,11 +30,6 @@ SECRET = "host-secret-" + os.urandom(8).hex()
 def _as_root():
     if os.geteuid() != 0:
         pytest.fail("these tests attack a root Host and must run as root", pytrace=False)
-
-
-def run_cli(args: list[str], scope: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-                          env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout)
 
 
 def spec_for(tmp_path: Path, source: str, environment: dict[str, str], **extra) -> Path:
@@ -171,8 +167,8 @@ def test_capture_races_never_capture_a_host_byte_and_every_refusal_is_free(tmp_p
     run_dir = tmp_path / "run"
     targets = {"file": str(host_secrets["file"]), "dir": str(host_secrets["dir"]), "pool": str(run_dir / "private" / "pool.json")}
     spec = spec_for(tmp_path, RACES, {"EPG_TEST_TARGETS": json.dumps(targets)})
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr
     results = json.loads((run_dir / "workspace" / "analysis" / "results.json").read_text())
 
     for name in ("file-swap-file", "file-swap-pool", "file-swap-environ", "directory-swap", "fifo-swap"):
@@ -237,8 +233,8 @@ def test_resume_never_chowns_through_what_the_agent_planted(tmp_path, scope, eng
         process.send_signal(signal.SIGKILL)
         process.wait()
     try:
-        result = run_cli(["run", "--resume", str(run_dir), "--json"], scope, timeout=600)
-        assert result.returncode == 0, result.stderr
+        result = run_cli("run", "--resume", str(run_dir), "--json", scope=scope, timeout=600)
+        assert result.exit_code == 0, result.stderr
         assert json.loads(result.stdout)["terminal_reason"] == "finished"
         assert (host_file.stat().st_uid, host_file.stat().st_gid, host_file.parent.stat().st_uid) == before
         # The finished workspace is a plain directory again, with the agent's links kept out of it.
@@ -293,8 +289,8 @@ def test_the_agent_cannot_fill_the_hosts_disk_or_memory_through_its_workspace_tm
     limits = {"agent_workspace": "64m", "agent_workspace_files": 2000, "agent_tmp": "32m", "shm": "16m"}
     spec = spec_for(tmp_path, DISK, {}, limits=limits)
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr
     facts = json.loads((run_dir / "workspace" / "analysis" / "disk.json").read_text())
     assert facts["workspace_bytes"] <= 64 << 20 and facts["shm_bytes"] <= 16 << 20 and facts["tmp_bytes"] <= 32 << 20, facts
     assert facts["files"] < 2000, facts
@@ -334,8 +330,8 @@ def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no
     spec = spec_for(tmp_path, SUBMIT_AND_EXIT, {"EPG_TEST_EXIT_AFTER_S": exit_after_s},
                     budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr
 
     at_exit = json.loads((run_dir / "workspace" / "analysis" / "at_exit.json").read_text())
     assert [(s["id"], s["state"]) for s in at_exit["submissions"]] == [("s0001", "running")], "the agent exited mid-Submission"

@@ -43,20 +43,21 @@ class CliResult:
         return document
 
 
-def _environment(scope: str, env: Mapping[str, str] | None) -> dict[str, str]:
+def _environment(scope: str, env: Mapping[str, str | None] | None) -> dict[str, str | None]:
     return {"EPG_SCOPE": scope, **(env or {})}
 
 
-def run_cli(*args: str, scope: str = "", env: Mapping[str, str] | None = None, cwd: Path = REPO,
+def run_cli(*args: str, scope: str = "", env: Mapping[str, str | None] | None = None, cwd: Path = REPO,
             timeout: float = 600) -> CliResult:
     """Run `python -m orchestrator.cli.app ARGS` in a subprocess from cwd, its resources labelled with scope.
 
-    env adds to (or overrides) this process's environment. Returns the CliResult; raises subprocess.TimeoutExpired
-    when the command has not ended after timeout seconds (the subprocess is killed first).
+    env adds to (or overrides) this process's environment; a None value removes that variable. Returns the CliResult;
+    raises subprocess.TimeoutExpired when the command has not ended after timeout seconds (the subprocess is killed first).
     """
+    environment = {**os.environ, **_environment(scope, env)}
     process = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-        env={**os.environ, **_environment(scope, env)}, cwd=cwd, timeout=timeout, check=False,
+        env={key: value for key, value in environment.items() if value is not None}, cwd=cwd, timeout=timeout, check=False,
     )
     return CliResult(exit_code=process.returncode, stdout=process.stdout, stderr=process.stderr)
 
@@ -80,11 +81,12 @@ def _deadline(timeout: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def invoke_cli(*args: str, scope: str = "", env: Mapping[str, str] | None = None, cwd: Path = REPO,
+def invoke_cli(*args: str, scope: str = "", env: Mapping[str, str | None] | None = None, cwd: Path = REPO,
                timeout: float = 600) -> CliResult:
     """Run the command ARGS in this process with typer's CliRunner, from cwd, its resources labelled with scope.
 
-    env adds to (or overrides) the environment during the call, and the command starts from fresh context
+    env adds to (or overrides) the environment during the call (a None value removes that variable), and the command
+    starts from fresh context
     variables as a new process would. Returns the CliResult; raises TimeoutError after timeout seconds, and
     re-raises any exception the command let escape (a subprocess would have printed it as a traceback).
     """
