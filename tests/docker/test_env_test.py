@@ -64,20 +64,6 @@ def author_image(engine, images, tmp_path_factory) -> str:
     engine.client.images.remove(image.id, force=True)
 
 
-def test_new_package_passes_its_own_generated_tests(new_package):
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(new_package / "tests")],
-                            capture_output=True, text=True, cwd=new_package, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert "6 passed" in result.stdout
-
-
-def test_new_package_readme_holds_the_real_spaces(new_package):
-    readme = (new_package / "README.md").read_text()
-    assert "`Box([-1. -1. -8.], [1. 1. 8.], (3,), float32)`" in readme
-    assert "`Box(-2.0, 2.0, (1,), float32)`" in readme
-    assert "**Horizon:** 200 steps" in readme
-
-
 def test_new_package_passes_env_test_as_a_directory_and_as_its_image(new_package, scope):
     from_directory = report_of(run_cli("env", "test", str(new_package), "--json", "-n", "2", scope=scope, timeout=1200))
     assert from_directory["ok"] is True and failed(from_directory) == set()
