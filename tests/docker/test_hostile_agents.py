@@ -15,11 +15,12 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
-from support.cli import run_cli
+from support.cli import CliResult, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SWAPPER_SOURCE = (REPO / "tests" / "fakes" / "swapper.py").read_text().split('if __name__ == "__main__":')[0]
@@ -77,7 +78,8 @@ P, A = "/workspace/program", "/workspace/analysis"
 targets = json.loads(os.environ["EPG_TEST_TARGETS"])
 client = SessionClient()
 DECOY_POLICY = "def make_policy(context):\n    raise RuntimeError('decoy')\n"
-results = {}
+results, races = {}, {}
+LEAST, ENOUGH = 30, 3
 
 def write(path, text):
     with open(path, "w") as handle:
@@ -96,30 +98,40 @@ def reset():
 def attack(name, a, b, attempts):
     # At rest the hostile entry is in program/ (a free refusal); the decoy flashes
     # in and out, so a capture that looks at the wrong moment is what is tested.
+    # Up to `attempts` Submits, ending early once both outcomes came ENOUGH times after at least LEAST
+    # (measured: thousands of exchanges per Submit, and 2 to 5 captures in 100 Submits, the rest refusals).
+    began = time.monotonic()
     pid = os.fork()
     if pid == 0:
         exchange = exchanger()
+        count = 0
         try:
             exchange(a, b)
             while not os.path.exists("/tmp/stop"):
                 for _ in range(50):
                     exchange(a, b)
                     exchange(a, b)
+                count += 100
                 time.sleep(0.0005)
         finally:
+            write("/tmp/exchanges", str(count))
             os._exit(0)
     codes = {}
-    for _ in range(attempts):
+    for attempt in range(1, attempts + 1):
         try:
             client.submit("0")
             code = "captured"
         except HostApiError as exc:
             code = exc.code
         codes[code] = codes.get(code, 0) + 1
+        if attempt >= LEAST and min(codes.get("captured", 0), codes.get("invalid_program", 0)) >= ENOUGH:
+            break  # both windows hit often enough: a capture that saw the decoy, a capture that saw the swap
     write("/tmp/stop", "")
     os.waitpid(pid, 0)
     os.unlink("/tmp/stop")
     results[name] = codes
+    with open("/tmp/exchanges") as handle:
+        races[name] = {"exchanges": int(handle.read()), "seconds": round(time.monotonic() - began, 2)}
 
 for label, target in (("file", targets["file"]), ("pool", targets["pool"]), ("environ", "/proc/self/environ")):
     reset()
@@ -160,6 +172,7 @@ client.finish([receipt["submission_id"]])
 os.symlink("/etc/passwd", P + "/link")  # an invalid Program on a finished Run: the finish is what counts
 submit_once("after-finish")
 json.dump(results, open(A + "/results.json", "w"))
+json.dump(races, open(A + "/races.json", "w"))
 '''
 
 
@@ -170,12 +183,15 @@ def test_capture_races_never_capture_a_host_byte_and_every_refusal_is_free(tmp_p
     result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
     assert result.exit_code == 0, result.stderr
     results = json.loads((run_dir / "workspace" / "analysis" / "results.json").read_text())
+    races = json.loads((run_dir / "workspace" / "analysis" / "races.json").read_text())  # exchanges made, seconds taken
 
     for name in ("file-swap-file", "file-swap-pool", "file-swap-environ", "directory-swap", "fifo-swap"):
         codes = results[name]
-        assert sum(codes.values()) >= 100 and set(codes) <= {"captured", "invalid_program"}, (name, codes)
+        assert sum(codes.values()) >= 30 and set(codes) <= {"captured", "invalid_program"}, (name, codes)
         assert codes.get("invalid_program", 0) > 0, f"{name}: the swap never raced a capture ({codes})"
         assert codes.get("captured", 0) > 0, f"{name}: no capture ever saw the decoy ({codes})"
+        # the swapper really raced every Submit: many exchanges while each was captured
+        assert races[name]["exchanges"] >= 100 * sum(codes.values()), (name, races[name], codes)
     assert (results["non-utf8"], results["deep"], results["after-finish"]) == ("invalid_program", "invalid_program", "already_finished")
 
     # No byte of the Host's secrets, of the hidden pool or of the Host's environment in any record.
@@ -324,13 +340,29 @@ os._exit(0)  # at once: the Submit call is still waiting for its receipt
 '''
 
 
-@pytest.mark.parametrize("exit_after_s", ["0", "0.5", "2"])
+EXITS_AFTER_S = ("0", "0.5", "2")
+
+
+@pytest.fixture(scope="module")
+def left_behind(tmp_path_factory: pytest.TempPathFactory, scope: str) -> dict[str, tuple[CliResult, Path]]:
+    """One Run per agent exit delay, all at once (independent Runs, each its own processes and containers):
+    exit delay -> (the `run` command's result, its run directory)."""
+    runs = {}
+    for exit_after_s in EXITS_AFTER_S:
+        root = tmp_path_factory.mktemp(f"left-behind-{exit_after_s}")
+        spec = spec_for(root, SUBMIT_AND_EXIT, {"EPG_TEST_EXIT_AFTER_S": exit_after_s},
+                        budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
+        runs[exit_after_s] = (spec, root / "run")
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        started = {key: pool.submit(run_cli, "run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+                   for key, (spec, run_dir) in runs.items()}
+    return {key: (future.result(), runs[key][1]) for key, future in started.items()}
+
+
+@pytest.mark.parametrize("exit_after_s", EXITS_AFTER_S)
 def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no_held_out_episode_overlaps_it(
-        tmp_path, scope, exit_after_s):
-    spec = spec_for(tmp_path, SUBMIT_AND_EXIT, {"EPG_TEST_EXIT_AFTER_S": exit_after_s},
-                    budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
-    run_dir = tmp_path / "run"
-    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+        left_behind, exit_after_s):
+    result, run_dir = left_behind[exit_after_s]
     assert result.exit_code == 0, result.stderr
 
     at_exit = json.loads((run_dir / "workspace" / "analysis" / "at_exit.json").read_text())
