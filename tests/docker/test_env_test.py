@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -41,10 +42,14 @@ def failed(report: dict) -> set[str]:
     return {check["name"] for check in report["checks"] if not check["ok"]}
 
 
+# A name of this test run's own, so that the images it builds and removes are never another run's on a shared engine.
+PENDULUM = f"test-pendulum-{secrets.token_hex(3)}"
+
+
 @pytest.fixture(scope="module")
 def new_package(engine, tmp_path_factory) -> Path:
-    yield env_new(tmp_path_factory.mktemp("authors") / "test-pendulum", "Pendulum-v1", "EpgTestPendulum-v1", "test-pendulum")
-    for image in engine.client.images.list(filters={"label": "org.evopolicygym.image=env-test-pendulum"}):
+    yield env_new(tmp_path_factory.mktemp("authors") / PENDULUM, "Pendulum-v1", "EpgTestPendulum-v1", PENDULUM)
+    for image in engine.client.images.list(filters={"label": f"org.evopolicygym.image=env-{PENDULUM}"}):
         engine.client.images.remove(image.id, force=True)
 
 
@@ -59,16 +64,16 @@ def author_image(engine, images, tmp_path_factory) -> str:
     shutil.copytree(package / "baseline", context / "baseline")
     (context / "Dockerfile").write_text(AUTHOR_DOCKERFILE)
     tag = f"epg-test-author-acrobot:{os.getpid()}"
-    image, _log = engine.client.images.build(path=str(context), tag=tag, buildargs={"BASE": images["env-cartpole"]}, rm=True, forcerm=True)
+    engine.client.images.build(path=str(context), tag=tag, buildargs={"BASE": images["env-cartpole"]}, rm=True, forcerm=True)
     yield tag
-    engine.client.images.remove(image.id, force=True)
+    engine.client.images.remove(tag)  # by its tag: the same build elsewhere may share the image id under another tag
 
 
 def test_new_package_passes_env_test_as_a_directory_and_as_its_image(new_package, scope):
     from_directory = report_of(run_cli("env", "test", str(new_package), "--json", "-n", "2", scope=scope, timeout=1200))
     assert from_directory["ok"] is True and failed(from_directory) == set()
     assert from_directory["benchmarks"] == ["EpgTestPendulum-v1"]
-    assert from_directory["image"].startswith("epg/env-test-pendulum:")
+    assert from_directory["image"].startswith(f"epg/env-{PENDULUM}:")
     names = [check["name"] for check in from_directory["checks"]]
     assert "splits are disjoint" in names and "baseline runs through the sandbox (2 Episodes)" in names
     assert from_directory["checks"][-1]["detail"].startswith("score ")

@@ -29,14 +29,13 @@ class Collected:
 def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """Node id -> marker names of every test the suite collects from the repository (its testpaths)."""
     plugin = Collected()
-    modules, path = dict(sys.modules), list(sys.path)
+    # The modules the collection imports stay imported: this session imports the same files under the same names,
+    # and an extension module (the simulators') cannot be loaded twice in one process.
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO)
+        patch.setattr(sys, "path", list(sys.path))
         code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                             "--basetemp", str(tmp_path_factory.mktemp("collect"))], plugins=[plugin])
-    sys.modules.clear()
-    sys.modules.update(modules)
-    sys.path[:] = path
     assert code == 0
     assert len(plugin.markers) > 1000
     return plugin.markers
