@@ -86,9 +86,9 @@ def invoke_cli(*args: str, scope: str = "", env: Mapping[str, str | None] | None
     """Run the command ARGS in this process with typer's CliRunner, from cwd, its resources labelled with scope.
 
     env adds to (or overrides) the environment during the call (a None value removes that variable), and the command
-    starts from fresh context
-    variables as a new process would. Returns the CliResult; raises TimeoutError after timeout seconds, and
-    re-raises any exception the command let escape (a subprocess would have printed it as a traceback).
+    starts from fresh context variables as a new process would. Returns the CliResult; raises TimeoutError after
+    timeout seconds, and re-raises any exception the command let escape (a subprocess would have printed it as a
+    traceback).
     """
     from typer.testing import CliRunner
 
