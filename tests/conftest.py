@@ -1,4 +1,8 @@
-"""Shared fixtures (Programs written from source text, a private data directory) and the `docker` marker."""
+"""Shared fixtures (Programs written from source text, a private data directory) and the markers of the expensive groups.
+
+The markers (registered in pyproject.toml) are given here, by file or by test, from one table (support/markers.py):
+a test file does not mark itself. tests/unit/test_docker_marker.py checks the table against the collected suite.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,24 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from support.markers import MARKED, marked_by_table
 
-DOCKER_TESTS = Path(__file__).resolve().parent / "docker"
+REPO = Path(__file__).resolve().parents[1]
+DOCKER_TESTS = REPO / "tests" / "docker"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark with `docker` every test in tests/docker and every test that uses the `engine` fixture, directly or through another."""
+    """Mark with `docker` every test in tests/docker and every test that uses the `engine` fixture, directly or through
+    another; give the other markers by the table of support/markers.py."""
     for item in items:
         if item.path.is_relative_to(DOCKER_TESTS) or "engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.docker)
+        if not item.path.is_relative_to(REPO):
+            continue
+        nodeid = item.path.relative_to(REPO).as_posix() + item.nodeid[len(item.nodeid.split("::", 1)[0]):]
+        for marker in MARKED:
+            if marked_by_table(nodeid, marker):
+                item.add_marker(marker)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,14 +7,13 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import yaml
+from support.cli import run_cli
 
 from orchestrator.kernel.program import ProgramFile, program_digest
 
@@ -126,13 +125,10 @@ def run_cli_agent(agent: dict, upstream: str, tmp_path: Path, scope: str) -> tup
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json",
-         "--allow-credential", f"EPG_TEST_PROVIDER_KEY@{upstream.removeprefix('http://')}"],
-        capture_output=True, text=True, cwd=REPO, timeout=1500,
-        env={**os.environ, "EPG_SCOPE": scope, "EPG_TEST_PROVIDER_KEY": SECRET},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_cli("run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json",
+                     "--allow-credential", f"EPG_TEST_PROVIDER_KEY@{upstream.removeprefix('http://')}",
+                     scope=scope, env={"EPG_TEST_PROVIDER_KEY": SECRET}, timeout=1500)
+    assert result.exit_code == 0, result.stderr[-3000:]
     return json.loads(result.stdout), run_dir
 
 

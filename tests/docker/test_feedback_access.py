@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,13 +43,6 @@ json.dump(report, open("analysis/read.json", "w"))
 '''
 
 
-def run_cli(args: list[str], scope: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=600,
-    )
-
-
 def test_agent_reads_but_cannot_change_its_feedback_and_task_when_the_host_is_root(tmp_path, scope):
     if os.geteuid() != 0:
         pytest.fail("this test checks the Host running as root; run it as root (as CI does)", pytrace=False)
@@ -63,8 +55,8 @@ def test_agent_reads_but_cannot_change_its_feedback_and_task_when_the_host_is_ro
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_cli("run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr[-3000:]
     report_path = run_dir / "workspace" / "analysis" / "read.json"
     assert report_path.exists(), (run_dir / "agent" / "stderr.log").read_text()[-3000:]
     report = json.loads(report_path.read_text())

@@ -15,10 +15,12 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import CliResult, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SWAPPER_SOURCE = (REPO / "tests" / "fakes" / "swapper.py").read_text().split('if __name__ == "__main__":')[0]
@@ -29,11 +31,6 @@ SECRET = "host-secret-" + os.urandom(8).hex()
 def _as_root():
     if os.geteuid() != 0:
         pytest.fail("these tests attack a root Host and must run as root", pytrace=False)
-
-
-def run_cli(args: list[str], scope: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-                          env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout)
 
 
 def spec_for(tmp_path: Path, source: str, environment: dict[str, str], **extra) -> Path:
@@ -81,7 +78,8 @@ P, A = "/workspace/program", "/workspace/analysis"
 targets = json.loads(os.environ["EPG_TEST_TARGETS"])
 client = SessionClient()
 DECOY_POLICY = "def make_policy(context):\n    raise RuntimeError('decoy')\n"
-results = {}
+results, races = {}, {}
+LEAST, ENOUGH = 30, 3
 
 def write(path, text):
     with open(path, "w") as handle:
@@ -100,30 +98,40 @@ def reset():
 def attack(name, a, b, attempts):
     # At rest the hostile entry is in program/ (a free refusal); the decoy flashes
     # in and out, so a capture that looks at the wrong moment is what is tested.
+    # Up to `attempts` Submits, ending early once both outcomes came ENOUGH times after at least LEAST
+    # (measured: thousands of exchanges per Submit, and 2 to 5 captures in 100 Submits, the rest refusals).
+    began = time.monotonic()
     pid = os.fork()
     if pid == 0:
         exchange = exchanger()
+        count = 0
         try:
             exchange(a, b)
             while not os.path.exists("/tmp/stop"):
                 for _ in range(50):
                     exchange(a, b)
                     exchange(a, b)
+                count += 100
                 time.sleep(0.0005)
         finally:
+            write("/tmp/exchanges", str(count))
             os._exit(0)
     codes = {}
-    for _ in range(attempts):
+    for attempt in range(1, attempts + 1):
         try:
             client.submit("0")
             code = "captured"
         except HostApiError as exc:
             code = exc.code
         codes[code] = codes.get(code, 0) + 1
+        if attempt >= LEAST and min(codes.get("captured", 0), codes.get("invalid_program", 0)) >= ENOUGH:
+            break  # both windows hit often enough: a capture that saw the decoy, a capture that saw the swap
     write("/tmp/stop", "")
     os.waitpid(pid, 0)
     os.unlink("/tmp/stop")
     results[name] = codes
+    with open("/tmp/exchanges") as handle:
+        races[name] = {"exchanges": int(handle.read()), "seconds": round(time.monotonic() - began, 2)}
 
 for label, target in (("file", targets["file"]), ("pool", targets["pool"]), ("environ", "/proc/self/environ")):
     reset()
@@ -164,6 +172,7 @@ client.finish([receipt["submission_id"]])
 os.symlink("/etc/passwd", P + "/link")  # an invalid Program on a finished Run: the finish is what counts
 submit_once("after-finish")
 json.dump(results, open(A + "/results.json", "w"))
+json.dump(races, open(A + "/races.json", "w"))
 '''
 
 
@@ -171,15 +180,18 @@ def test_capture_races_never_capture_a_host_byte_and_every_refusal_is_free(tmp_p
     run_dir = tmp_path / "run"
     targets = {"file": str(host_secrets["file"]), "dir": str(host_secrets["dir"]), "pool": str(run_dir / "private" / "pool.json")}
     spec = spec_for(tmp_path, RACES, {"EPG_TEST_TARGETS": json.dumps(targets)})
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr
     results = json.loads((run_dir / "workspace" / "analysis" / "results.json").read_text())
+    races = json.loads((run_dir / "workspace" / "analysis" / "races.json").read_text())  # exchanges made, seconds taken
 
     for name in ("file-swap-file", "file-swap-pool", "file-swap-environ", "directory-swap", "fifo-swap"):
         codes = results[name]
-        assert sum(codes.values()) >= 100 and set(codes) <= {"captured", "invalid_program"}, (name, codes)
+        assert sum(codes.values()) >= 30 and set(codes) <= {"captured", "invalid_program"}, (name, codes)
         assert codes.get("invalid_program", 0) > 0, f"{name}: the swap never raced a capture ({codes})"
         assert codes.get("captured", 0) > 0, f"{name}: no capture ever saw the decoy ({codes})"
+        # the swapper really raced every Submit: many exchanges while each was captured
+        assert races[name]["exchanges"] >= 100 * sum(codes.values()), (name, races[name], codes)
     assert (results["non-utf8"], results["deep"], results["after-finish"]) == ("invalid_program", "invalid_program", "already_finished")
 
     # No byte of the Host's secrets, of the hidden pool or of the Host's environment in any record.
@@ -237,8 +249,8 @@ def test_resume_never_chowns_through_what_the_agent_planted(tmp_path, scope, eng
         process.send_signal(signal.SIGKILL)
         process.wait()
     try:
-        result = run_cli(["run", "--resume", str(run_dir), "--json"], scope, timeout=600)
-        assert result.returncode == 0, result.stderr
+        result = run_cli("run", "--resume", str(run_dir), "--json", scope=scope, timeout=600)
+        assert result.exit_code == 0, result.stderr
         assert json.loads(result.stdout)["terminal_reason"] == "finished"
         assert (host_file.stat().st_uid, host_file.stat().st_gid, host_file.parent.stat().st_uid) == before
         # The finished workspace is a plain directory again, with the agent's links kept out of it.
@@ -293,8 +305,8 @@ def test_the_agent_cannot_fill_the_hosts_disk_or_memory_through_its_workspace_tm
     limits = {"agent_workspace": "64m", "agent_workspace_files": 2000, "agent_tmp": "32m", "shm": "16m"}
     spec = spec_for(tmp_path, DISK, {}, limits=limits)
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr
     facts = json.loads((run_dir / "workspace" / "analysis" / "disk.json").read_text())
     assert facts["workspace_bytes"] <= 64 << 20 and facts["shm_bytes"] <= 16 << 20 and facts["tmp_bytes"] <= 32 << 20, facts
     assert facts["files"] < 2000, facts
@@ -328,14 +340,30 @@ os._exit(0)  # at once: the Submit call is still waiting for its receipt
 '''
 
 
-@pytest.mark.parametrize("exit_after_s", ["0", "0.5", "2"])
+EXITS_AFTER_S = ("0", "0.5", "2")
+
+
+@pytest.fixture(scope="module")
+def left_behind(tmp_path_factory: pytest.TempPathFactory, scope: str) -> dict[str, tuple[CliResult, Path]]:
+    """One Run per agent exit delay, all at once (independent Runs, each its own processes and containers):
+    exit delay -> (the `run` command's result, its run directory)."""
+    runs = {}
+    for exit_after_s in EXITS_AFTER_S:
+        root = tmp_path_factory.mktemp(f"left-behind-{exit_after_s}")
+        spec = spec_for(root, SUBMIT_AND_EXIT, {"EPG_TEST_EXIT_AFTER_S": exit_after_s},
+                        budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
+        runs[exit_after_s] = (spec, root / "run")
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        started = {key: pool.submit(run_cli, "run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+                   for key, (spec, run_dir) in runs.items()}
+    return {key: (future.result(), runs[key][1]) for key, future in started.items()}
+
+
+@pytest.mark.parametrize("exit_after_s", EXITS_AFTER_S)
 def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no_held_out_episode_overlaps_it(
-        tmp_path, scope, exit_after_s):
-    spec = spec_for(tmp_path, SUBMIT_AND_EXIT, {"EPG_TEST_EXIT_AFTER_S": exit_after_s},
-                    budget={"episodes": 16, "max_submissions": 4, "pool_size": 8})
-    run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+        left_behind, exit_after_s):
+    result, run_dir = left_behind[exit_after_s]
+    assert result.exit_code == 0, result.stderr
 
     at_exit = json.loads((run_dir / "workspace" / "analysis" / "at_exit.json").read_text())
     assert [(s["id"], s["state"]) for s in at_exit["submissions"]] == [("s0001", "running")], "the agent exited mid-Submission"

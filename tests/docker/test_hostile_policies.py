@@ -33,7 +33,8 @@ def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sand
         def make_policy(context):
             return Policy()
     ''')
-    limits = SandboxLimits(memory_bytes=128 * 1024 * 1024)
+    # a generous step deadline: the bomb must meet the memory limit, not the clock, on loaded cores too
+    limits = SandboxLimits(memory_bytes=128 * 1024 * 1024, episode=EpisodeLimits(step_deadline_s=10.0))
     with open_sandbox(limits=limits, runtime=runtime) as sandbox:
         outcome = _one(sandbox, bomb)
         after = _one(sandbox, write_program(STEADY))
@@ -60,7 +61,7 @@ def test_fork_bomb_is_stopped_by_the_pid_limit(open_sandbox, write_program):
         def make_policy(context):
             return Policy()
     ''')
-    limits = SandboxLimits(pids=32)
+    limits = SandboxLimits(pids=32, episode=EpisodeLimits(step_deadline_s=10.0))  # the PID limit, not the clock, stops it
     with open_sandbox(limits=limits) as sandbox:
         outcome = _one(sandbox, bomb)
         after = _one(sandbox, write_program(STEADY))
@@ -80,16 +81,20 @@ def test_infinite_loop_in_act_times_out_within_the_step_deadline(open_sandbox, w
         def make_policy(context):
             return Policy()
     ''')
-    limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=0.5))
+    limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=0.5, episode_deadline_s=60.0))
     with open_sandbox(limits=limits, runtime=runtime) as sandbox:
         began = time.monotonic()
         outcome = _one(sandbox, spin)
         elapsed = time.monotonic() - began
         after = _one(sandbox, write_program(STEADY))
     assert outcome.failure is FailureCode.TIMEOUT, outcome
-    assert 0.5 <= outcome.policy_seconds < 0.8
+    # The step deadline fired, not the Episode deadline: the reason names it whatever the load.
+    assert "act() took longer than 0.5 s" in outcome.reason, outcome.reason
+    # The wait ended at the step deadline: the 0.5 s charged, plus at most the runner's wake-up on 2 loaded cores
+    # (well short of the 60 s Episode deadline that an ignored step deadline would run into).
+    assert 0.5 <= outcome.policy_seconds < 2.0
     assert outcome.steps == 0
-    assert elapsed < 10
+    assert elapsed < 30
     assert after.status is EpisodeStatus.COMPLETED and after.steps == 500
 
 
@@ -133,7 +138,8 @@ def test_ten_thousand_prints_per_step_change_nothing(open_sandbox, write_program
         "    def act(self, observation):\n",
         "    def act(self, observation):\n        for i in range(10_000):\n            print('line', i)\n",
     ))
-    limits = SandboxLimits(episode=EpisodeLimits(output_tail_bytes=2048))
+    # a generous step deadline: 10,000 lines a step are about output, and must not meet the clock on loaded cores
+    limits = SandboxLimits(episode=EpisodeLimits(output_tail_bytes=2048, step_deadline_s=10.0))
     with open_sandbox(limits=limits) as sandbox:
         episode = sandbox.plan("train", 0, 1)[0]
         quiet = sandbox.run_episode(episode, capture_program(write_program(STEADY)))

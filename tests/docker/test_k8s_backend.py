@@ -25,6 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from k8s_fixtures import load_fake
+from support.cli import run_cli
 from support.loopback_registry import serving_registry
 
 from epg_sdk.codes import EpisodeStatus
@@ -204,9 +205,11 @@ def _without_timings(document):
     return document
 
 
-def _cli(args: list[str], scope: str, kubeconfig: Path, **popen) -> subprocess.Popen:
+def _start_cli(args: list[str], scope: str, kubeconfig: Path) -> subprocess.Popen:
+    """A command in a process of its own, for a test that kills it."""
     return subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", *args], cwd=REPO, text=True,
-                            env={**os.environ, "EPG_SCOPE": scope, "KUBECONFIG": str(kubeconfig)}, **popen)
+                            env={**os.environ, "EPG_SCOPE": scope, "KUBECONFIG": str(kubeconfig)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def test_a_run_on_kubernetes_gives_the_same_feedback_as_on_docker(tmp_path, fake_cluster, scope):
@@ -215,11 +218,10 @@ def test_a_run_on_kubernetes_gives_the_same_feedback_as_on_docker(tmp_path, fake
     results = {}
     for backend in ("docker", "kubernetes"):
         run_dir = tmp_path / backend
-        process = _cli(["run", str(_spec(tmp_path / f"{backend}.yaml", backend)), "-o", str(run_dir), "--json"], scope, kubeconfig,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        stdout, stderr = process.communicate(timeout=600)
-        assert process.returncode == 0, stderr
-        manifest = json.loads(stdout)
+        result = run_cli("run", str(_spec(tmp_path / f"{backend}.yaml", backend)), "-o", str(run_dir), "--json", scope=scope,
+                         env={"KUBECONFIG": str(kubeconfig)})
+        assert result.exit_code == 0, result.stderr
+        manifest = json.loads(result.stdout)
         feedback = _without_timings(json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())["feedback"])
         assessment = json.loads((run_dir / "assessment.json").read_text())
         results[backend] = (feedback, assessment["score"], [e["reward"] for e in assessment["episodes"]], manifest["terminal_reason"])
@@ -231,8 +233,7 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
     api, kubeconfig = fake_cluster
     (tmp_path / "seed.key").write_text(secrets.token_hex(32))
     spec = _spec(tmp_path / "spec.yaml", "kubernetes")
-    process = _cli(["run", str(spec), "-o", str(tmp_path / "run")], scope, kubeconfig,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = _start_cli(["run", str(spec), "-o", str(tmp_path / "run")], scope, kubeconfig)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not any(o["metadata"]["name"].startswith("epg-ep-") for o in api.store.all_objects()):
         time.sleep(0.1)
@@ -241,12 +242,11 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
     labelled = [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope]
     assert {o["kind"] for o in labelled} == {"Pod", "NetworkPolicy", "Lease"}, "the killed Run left its objects"
 
-    def gc(backend: str) -> dict:
-        done = _cli(["gc", "--backend", backend, "--namespace", NAMESPACE, "--json"], scope, kubeconfig,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        stdout, stderr = done.communicate(timeout=120)
-        assert done.returncode == 0, stderr
-        return json.loads(stdout)
+    def gc(backend: str, *options: str) -> dict:
+        done = run_cli("gc", "--backend", backend, "--namespace", NAMESPACE, "--json", *options, scope=scope,
+                       env={"KUBECONFIG": str(kubeconfig)}, timeout=120)
+        assert done.exit_code == 0, done.stderr
+        return done.json()
 
     # Its heartbeat is still fresh: for all gc knows, the Run lives on another machine.
     assert gc("kubernetes")["pods"] == 0
@@ -255,7 +255,7 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
     for lease in (o for o in labelled if o["kind"] == "Lease"):
         api.store.update("Lease", NAMESPACE, lease["metadata"]["name"], lambda obj: obj["spec"].update(renewTime=stale))
     assert gc("kubernetes")["pods"] >= 1
-    gc("docker")  # the Run's local agent container
+    gc("docker", "--scope", scope)  # the Run's local agent container (by this test run's label: never another test's)
     assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get(SCOPE) == scope] == []
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
     workspace_fs.release(tmp_path / "run" / "workspace")  # the mount SIGKILL leaves for `run --resume`
@@ -264,12 +264,11 @@ def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster,
 def test_evaluate_with_backend_kubernetes_runs_on_the_cluster(tmp_path, fake_cluster, scope):
     api, kubeconfig = fake_cluster
     first = len(api.store.events)
-    process = _cli(["evaluate", str(REPO / "environments" / "cartpole" / "baseline"), "--benchmark", "cartpole", "-n", "2", "--seed", "4",
-                    "--backend", "kubernetes", "--namespace", NAMESPACE, "--concurrency", "2", "--pool-size", "2", "--json"],
-                   scope, kubeconfig, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr
-    document = json.loads(stdout)
+    result = run_cli("evaluate", str(REPO / "environments" / "cartpole" / "baseline"), "--benchmark", "cartpole", "-n", "2", "--seed", "4",
+                     "--backend", "kubernetes", "--namespace", NAMESPACE, "--concurrency", "2", "--pool-size", "2", "--json",
+                     scope=scope, env={"KUBECONFIG": str(kubeconfig)}, timeout=300)
+    assert result.exit_code == 0, result.stderr
+    document = result.json()
     assert [e["status"] for e in document["episodes"]] == ["completed", "completed"]
     pods = {obj["metadata"]["name"] for _, kind, kind_type, obj in api.store.events[first:] if kind == "Pod" and kind_type == "ADDED"}
     assert sum(name.startswith("epg-ep-") for name in pods) >= 2 and sum(name.startswith("epg-ctl-") for name in pods) == 1

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli
 from support.relay_harness import (
     CHAT_SSE,
+    WITHOUT_PROXIES,
     FakeUpstream,
     command_agent_spec,
-    environment_without_proxies,
     jwt,
     serving,
     write_codex_login,
@@ -32,12 +31,9 @@ def run_through_the_relay(spec: dict, tmp_path: Path, scope: str, allow: tuple[s
     """
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", "run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json",
-         *(f"--allow-credential={value}" for value in allow)],
-        capture_output=True, text=True, cwd=REPO, timeout=600, env={**environment_without_proxies(), "EPG_SCOPE": scope},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_cli("run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json", *(f"--allow-credential={value}" for value in allow),
+                     scope=scope, env=WITHOUT_PROXIES)
+    assert result.exit_code == 0, result.stderr[-3000:]
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "finished", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
     return manifest, run_dir

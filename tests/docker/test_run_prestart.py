@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.scripted_runs import run_cli
+from support.cli import run_cli
 
 from orchestrator.run import workspace_fs
 
@@ -75,8 +75,8 @@ def test_validation_and_assessment_run_in_containers_prestarted_during_the_agent
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json"], scope, timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
+    result = run_cli("run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr[-4000:]
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
 
@@ -112,7 +112,8 @@ def _policy_containers(engine, owner: str) -> list:
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_a_run_killed_in_its_agent_phase_leaves_no_prestarted_container(tmp_path, scope, engine, how):
-    """SIGTERM: the Run removes its containers on the way out. SIGKILL: nothing can, until `gc` reaps a dead owner's."""
+    """SIGTERM: the Run removes its containers on the way out. SIGKILL: nothing can, until `gc` reaps them (here by this
+    test run's scope label; reaping the leftovers of dead owners is tests/docker/test_cleanup.py's)."""
     program = whoami_program(tmp_path)
     spec = {
         "benchmark": "CartPole-v1", "seed": 0, "initial_program": str(program),
@@ -146,8 +147,9 @@ def test_a_run_killed_in_its_agent_phase_leaves_no_prestarted_container(tmp_path
             process.wait()
     if how == "SIGKILL":
         assert _policy_containers(engine, owner), "SIGKILL leaves the containers for gc"
-        result = run_cli(["gc"], scope, timeout=900)
-        assert result.returncode == 0, result.stderr
+        # gc of this test run's scope only: a bare gc would also reap the dead owners of tests running beside this one
+        result = run_cli("gc", "--scope", scope, scope=scope, timeout=900)
+        assert result.exit_code == 0, result.stderr
         workspace_fs.release(run_dir / "workspace")  # what `run --resume` would mount again
     else:
         assert process.returncode == 130, process.stderr.read()[-2000:]

@@ -8,11 +8,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -20,6 +17,7 @@ import pytest
 import yaml
 from PIL import Image, ImageChops, ImageStat
 from support.browser import capture_page
+from support.cli import run_cli
 
 from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.reports.export import export_schema
@@ -37,18 +35,13 @@ SPEC = {
 }
 
 
-def run_cli(args: list[str], scope: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-                          env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def recorded_run(tmp_path_factory: pytest.TempPathFactory, scope: str) -> Path:
     """A finished Run's directory; tests that alter records work on a copy."""
     root = tmp_path_factory.mktemp("reported")
     (root / "spec.yaml").write_text(yaml.safe_dump(SPEC))
-    result = run_cli(["run", str(root / "spec.yaml"), "-o", str(root / "runs" / "cartpole"), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(root / "spec.yaml"), "-o", str(root / "runs" / "cartpole"), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
     assert manifest["phase"] == "done" and manifest["submissions_made"] >= 2
     return root / "runs" / "cartpole"
@@ -56,8 +49,8 @@ def recorded_run(tmp_path_factory: pytest.TempPathFactory, scope: str) -> Path:
 
 def test_report_page_renders_every_plot_in_headless_chromium_without_network(recorded_run, tmp_path, scope):
     page = tmp_path / "report.html"
-    result = run_cli(["runs", "report", str(recorded_run), "--html", str(page), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("runs", "report", str(recorded_run), "--html", str(page), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert [p["name"] for p in document["plots"]] == ["scores", "budget", "candidates", "failures", "changes", "gains"]
     assert document["episodes_spent"] == sum(p["episodes"] for p in document["submissions"]) > 0
@@ -92,8 +85,8 @@ def test_the_browser_check_sees_a_page_that_asks_for_the_network(tmp_path):
 def test_export_of_a_recorded_run_validates_against_its_schema_and_holds_no_hidden_data(recorded_run, tmp_path, scope):
     validator = jsonschema.Draft202012Validator(export_schema())
     out = tmp_path / "run.jsonl"
-    result = run_cli(["runs", "export", str(recorded_run), "--format", "jsonl", "--out", str(out), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("runs", "export", str(recorded_run), "--format", "jsonl", "--out", str(out), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     for record in records:
@@ -104,8 +97,8 @@ def test_export_of_a_recorded_run_validates_against_its_schema_and_holds_no_hidd
     assert records[-1]["assessment"]["score"] == manifest["assessment"]["score"]
     assert summary == {"out": str(out), "records": len(records), "runs": ["."]} and {r["run"] for r in records} == {"."}
     # A directory of Runs (a suite's) exports each: here the parent of the run directory, in diff form.
-    suite = run_cli(["runs", "export", str(recorded_run.parent), "--program", "diff"], scope)
-    assert suite.returncode == 0, suite.stderr
+    suite = run_cli("runs", "export", str(recorded_run.parent), "--program", "diff", scope=scope)
+    assert suite.exit_code == 0, suite.stderr
     suite_records = [json.loads(line) for line in suite.stdout.splitlines()]
     assert {r["run"] for r in suite_records} == {"cartpole"} and len(suite_records) == len(records)
     for record in suite_records:
@@ -124,8 +117,8 @@ def test_export_of_a_recorded_run_validates_against_its_schema_and_holds_no_hidd
 def test_replay_is_identical_on_the_recorded_run_and_names_an_altered_feedback(recorded_run, tmp_path, scope):
     run_dir = tmp_path / "copy"
     shutil.copytree(recorded_run, run_dir)
-    same = run_cli(["runs", "replay", str(run_dir), "s0002", "assessment", "--json"], scope)
-    assert same.returncode == 0, same.stdout + same.stderr
+    same = run_cli("runs", "replay", str(run_dir), "s0002", "assessment", "--json", scope=scope)
+    assert same.exit_code == 0, same.stdout + same.stderr
     report = json.loads(same.stdout)
     assert report["identical"] and report["images"]["same_image"]
     submission, assessment = report["replays"]
@@ -140,8 +133,8 @@ def test_replay_is_identical_on_the_recorded_run_and_names_an_altered_feedback(r
     recorded = json.loads((run_dir / "assessment.json").read_text())
     recorded["episodes"][0]["reward"] += 1.0
     (run_dir / "assessment.json").write_text(json.dumps(recorded))
-    altered = run_cli(["runs", "replay", str(run_dir), "s0002", "assessment"], scope)
-    assert altered.returncode == 1, altered.stdout + altered.stderr
+    altered = run_cli("runs", "replay", str(run_dir), "s0002", "assessment", scope=scope)
+    assert altered.exit_code == 1, altered.stdout + altered.stderr
     lines = [line for line in altered.stdout.splitlines() if line.startswith("differs")]
     assert len(lines) == 2, altered.stdout
     assert lines[0].startswith("differs s0002 workspace/feedback/s0002/feedback.json: Episode 1 (index 1) steps: recorded")

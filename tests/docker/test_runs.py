@@ -13,20 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 from programs import STEADY
+from support.cli import run_cli
 
 from orchestrator.backends.labels import selector
 from orchestrator.kernel.program import capture_program
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = REPO / "environments" / "cartpole" / "baseline"
-
-
-
-def run_cli(args: list[str], scope: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout,
-    )
 
 
 def write_spec(path: Path, **spec) -> Path:
@@ -54,8 +47,8 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
         "finish": "all",
     })
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "finished"
     steady_digest = capture_program(steady).digest
@@ -106,13 +99,13 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     assert (run_dir / "private" / "pool.json").exists()
     assert (run_dir / "workspace" / "TASK.md").read_text().count("0:8,12,20:24") == 1
     assert "s0001" in (run_dir / "agent" / "stdout.log").read_text()
-    shown = run_cli(["runs", "show", str(run_dir)], scope)
-    assert shown.returncode == 0 and "s0002" in shown.stdout and "0:2,5" in shown.stdout
-    shown_json = json.loads(run_cli(["runs", "show", str(run_dir), "--json"], scope).stdout)
+    shown = run_cli("runs", "show", str(run_dir), scope=scope)
+    assert shown.exit_code == 0 and "s0002" in shown.stdout and "0:2,5" in shown.stdout
+    shown_json = json.loads(run_cli("runs", "show", str(run_dir), "--json", scope=scope).stdout)
     assert [s["id"] for s in shown_json["submissions"]] == ["s0001", "s0002"] and shown_json["manifest"]["phase"] == "done"
-    listed = run_cli(["runs", "list", str(tmp_path)], scope)
-    assert listed.returncode == 0 and "run" in listed.stdout and "finished" in listed.stdout
-    (row,) = json.loads(run_cli(["runs", "list", str(tmp_path), "--json"], scope).stdout)["runs"]
+    listed = run_cli("runs", "list", str(tmp_path), scope=scope)
+    assert listed.exit_code == 0 and "run" in listed.stdout and "finished" in listed.stdout
+    (row,) = json.loads(run_cli("runs", "list", str(tmp_path), "--json", scope=scope).stdout)["runs"]
     assert (row["run"], row["terminal_reason"], row["assessment_score"], row["error"]) == ("run", "finished", 500.0, None)
     # Hidden material never reaches the agent's side.
     pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
@@ -159,8 +152,8 @@ def test_agent_container_has_only_the_host_api(tmp_path, scope, runtime):
     spec = write_spec(tmp_path / "spec.yaml", **SMALL, sandbox={"runtime": runtime},
                       agent={"kind": "command", "image": "agent-base", "argv": ["python3", "-c", AGENT_PROBE]})
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     facts = json.loads((run_dir / "workspace" / "analysis" / "facts.json").read_text())
     assert facts["interfaces"] == ["lo"] and facts["routes"] == [] and facts["resolver"] is False
     assert facts["docker_socket"] is False
@@ -198,8 +191,8 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
     left = engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True)
     assert {c.attrs["Labels"]["org.evopolicygym.role"] for c in left} >= {"runner", "policy"}, "the killed run left its containers"
 
-    result = run_cli(["run", "--resume", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", "--resume", str(run_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
     after = events(run_dir)
     completed = [e for e in after if e["type"] == "submission_completed"]
@@ -220,8 +213,8 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
 
 def test_example_hill_climb_improves_on_its_starting_program(tmp_path, scope):
     run_dir = tmp_path / "run"
-    result = run_cli(["run", "examples/cartpole.yaml", "-o", str(run_dir), "--json"], scope, timeout=900)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", "examples/cartpole.yaml", "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "finished"
     assert manifest["final"]["is_initial_program"] is False
@@ -239,8 +232,8 @@ def test_the_published_rule_validates_every_completed_submission_and_breaks_a_ti
         "finish": ["s0001"],  # the agent's choice does not count under this rule
     })
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
     assert manifest["validation"]["candidates"] == ["s0003", "s0002", "s0001"]
     assert manifest["validation"]["rule"] == "all completed Submissions, ties to the latest"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli
 
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.program import capture_program
@@ -35,6 +36,7 @@ TINY = {
 
 
 def start_cli(args: list[str], scope: str, data_home: Path) -> subprocess.Popen:
+    """A command in a process of its own, so that several Runs go at once (finish_cli waits for it)."""
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli.app", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "EPG_SCOPE": scope, "XDG_DATA_HOME": str(data_home)}, cwd=REPO,
@@ -49,10 +51,6 @@ def finish_cli(process: subprocess.Popen, timeout: float = 300) -> subprocess.Co
         process.kill()
         stdout, stderr = process.communicate()
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
-def run_cli(args: list[str], scope: str, data_home: Path) -> subprocess.CompletedProcess:
-    return finish_cli(start_cli(args, scope, data_home))
 
 
 def read_json(path: Path):
@@ -162,8 +160,8 @@ def test_resume_refuses_a_key_other_than_the_runs_own(runs, scope, tmp_path):
     manifest = read_json(copy / "run.json")
     (copy / "run.json").write_text(json.dumps({**manifest, "phase": "assessment",
                                                "seed_key_file": str(runs["one"].parent / "two.key")}))
-    result = run_cli(["run", "--resume", str(copy), "--json"], scope, tmp_path / "data")
-    assert result.returncode == 1
+    result = run_cli("run", "--resume", str(copy), "--json", scope=scope, env={"XDG_DATA_HOME": str(tmp_path / "data")}, timeout=300)
+    assert result.exit_code == 1
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1 and f"created with {key_id(KEY_ONE)}" in message and key_id(KEY_TWO) in message
     assert "Traceback" not in result.stderr
@@ -177,7 +175,7 @@ def test_resume_with_the_runs_key_plans_the_same_episodes(runs, scope, tmp_path)
     before = read_json(copy / "assessment.json")
     (copy / "assessment.json").unlink()
     (copy / "run.json").write_text(json.dumps({**read_json(copy / "run.json"), "phase": "assessment"}))
-    result = run_cli(["run", "--resume", str(copy), "--json"], scope, tmp_path / "data")
-    assert result.returncode == 0, result.stderr
+    result = run_cli("run", "--resume", str(copy), "--json", scope=scope, env={"XDG_DATA_HOME": str(tmp_path / "data")}, timeout=300)
+    assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["phase"] == "done"
     assert what_happened(read_json(copy / "assessment.json")) == what_happened(before)

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from PIL import Image, ImageStat
 from support.browser import capture_page
+from support.cli import run_cli
 
 from orchestrator.backends.labels import selector
 
@@ -43,11 +44,6 @@ SUITE = {
         "sandbox": {"concurrency": 1, "pool_size": 2, "prestart_memory_mib": 0},
     },
 }
-
-
-def cli(args: list[str], scope: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-                          env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=600)
 
 
 def lines(path: Path) -> list[dict]:
@@ -103,8 +99,8 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
         assert not Path(f"/proc/{event['pid']}").exists(), f"{event['run']} outlived its suite"
     events_of_done = {name: (suite_dir / "runs" / name / "events.jsonl").read_bytes() for name in done_before}
 
-    result = cli(["suite", "run", "--resume", str(suite_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("suite", "run", "--resume", str(suite_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     resumed = json.loads(result.stdout)
     assert {i["run"] for i in resumed["invocations"]} == {r["name"] for r in resumed["report"]["runs"]} - done_before
     suite_events = lines(suite_dir / "suite-events.jsonl")
@@ -126,8 +122,8 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
         most = max(most, len(going))
     assert most == 2
 
-    shown = cli(["suite", "report", str(suite_dir), "--json", "--html", str(tmp_path / "report.html")], scope)
-    assert shown.returncode == 0, shown.stderr
+    shown = run_cli("suite", "report", str(suite_dir), "--json", "--html", str(tmp_path / "report.html"), scope=scope)
+    assert shown.exit_code == 0, shown.stderr
     report = json.loads(shown.stdout)
     assert report["complete"] is True
     assert [b["id"] for b in report["benchmarks"]] == ["CartPole-v1", "MountainCarContinuous-v0"]
@@ -186,7 +182,7 @@ def test_sigterm_stops_the_suites_runs_cleanly_and_the_suite_exits_130(tmp_path,
     assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True) == []
     assert lines(suite_dir / "suite-events.jsonl")[-1]["type"] == "suite_stopped"
 
-    result = cli(["suite", "run", "--resume", str(suite_dir), "--json"], scope)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("suite", "run", "--resume", str(suite_dir), "--json", scope=scope)
+    assert result.exit_code == 0, result.stderr
     (run,) = json.loads(result.stdout)["report"]["runs"]
     assert run["complete"] and run["score"] is not None

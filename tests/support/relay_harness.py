@@ -44,6 +44,10 @@ def clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+# For run_cli and invoke_cli (tests/support/cli.py): the proxy variables removed, so a command reaches loopback directly.
+WITHOUT_PROXIES: dict[str, str | None] = dict.fromkeys(PROXY_VARIABLES)
+
+
 def environment_without_proxies() -> dict[str, str]:
     """This process's environment without the proxy variables, for a subprocess that must reach loopback directly."""
     return {name: value for name, value in os.environ.items() if name not in PROXY_VARIABLES}

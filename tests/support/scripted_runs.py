@@ -4,9 +4,7 @@ baseline and random Programs with the checks of its records that hold whatever t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,20 +12,20 @@ from pathlib import Path
 import yaml
 
 from orchestrator.kernel.program import capture_program
+from support import cli
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ("s0001", "s0002")  # the baseline's Submission, then the random Program's
 
 
 def run_cli(args: list[str], scope: str, *, timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run `epg-orchestrate ARGS` from the repository, its resources labelled with scope and env added to the environment.
+    """support.cli.run_cli for the files that still call it with a list and read a CompletedProcess; new code calls
+    support.cli.run_cli (or invoke_cli) directly.
 
     Returns the finished process (output as text); raises subprocess.TimeoutExpired after timeout seconds.
     """
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-        env={**os.environ, "EPG_SCOPE": scope, **(env or {})}, cwd=REPO, timeout=timeout,
-    )
+    result = cli.run_cli(*args, scope=scope, env=env, timeout=timeout)
+    return subprocess.CompletedProcess(["epg-orchestrate", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def baseline_and_random_spec(benchmark: str, package: Path, episodes: int) -> dict:

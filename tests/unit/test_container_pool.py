@@ -72,17 +72,21 @@ def _one_batch(pool: ContainerPool, episodes: int) -> None:
 
 
 def test_a_pool_told_how_many_episodes_follow_starts_nothing_after_the_last() -> None:
+    """Told 7 Episodes follow, a pool of 4 starts the one still to come after a batch of 6, not a refill to 4, and none
+    after the last. Its start after the batch is the sign that the filler has acted; close waits for every start."""
     recorder = Recorder(removal_s=0.0)
     pool = ContainerPool(lanes=1, size=4, starters=2, start_slot=recorder.start_slot, destroy=recorder.destroy)
     try:
         assert pool.wait_until_full(10)
-        pool.expect(6)
+        pool.expect(7)
         _one_batch(pool, 6)
-        time.sleep(0.3)  # a refill would be under way by now
-        assert recorder.started == 6
+        assert pool.wait_until_full(10)  # the 7th, started after the batch ended
+        _one_batch(pool, 1)
+        assert pool.wait_until_full(0)  # nothing more is to come: a pool with nothing ready is full
     finally:
         pool.close()
-    assert sorted(recorder.destroyed) == sorted(f"slot-{i}" for i in range(1, 7))
+    assert recorder.started == 7
+    assert sorted(recorder.destroyed) == sorted(f"slot-{i}" for i in range(1, 8))
 
 
 def test_without_expect_the_pool_refills_after_a_batch() -> None:
