@@ -34,7 +34,7 @@ demo: setup docker
 evaluate: setup docker
 	$(BIN)/epg-orchestrate evaluate environments/cartpole/baseline --benchmark CartPole-v1 --episodes 10
 
-# The images build while the engine-free tests run; then the engine tests (scripts/run-tests.sh). JOBS: pytest-xdist workers.
+# One pytest run over JOBS processes; the images build while the tests that need no engine run (scripts/run-tests.sh).
 test: lint docs docker chromium
 	BIN=$(BIN) bash scripts/run-tests.sh
 
@@ -46,7 +46,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 unit: setup
-	$(BIN)/python -m pytest -m 'not docker' -n $${JOBS:-2}
+	$(BIN)/python -m pytest -m 'not docker and not slow' -n $${JOBS:-2}
 
 bench: setup docker
 	$(BIN)/python bench/bench.py

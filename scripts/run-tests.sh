@@ -1,30 +1,26 @@
 #!/usr/bin/env bash
-# The test suite as `make test` (and so CI) runs it, in the order that takes least time on a fresh machine:
-#   1. the images build in the background (`epg-orchestrate images build`, with the test environments too), while
-#   2. the engine-free tests run (pytest -m 'not docker'), then
-#   3. the engine tests run once every image is there (pytest -m docker).
-# Both pytest runs spread their tests over JOBS processes (pytest-xdist; default 2) and print their slowest tests.
-# Exits non-zero when either pytest run fails or the images do not build (with the build's log).
+# The test suite as `make test` (and so CI) runs it, in the order that takes least time on a fresh machine: one pytest
+# run over JOBS processes (pytest-xdist, default 2, a file to a process), the tests that need no engine first, while
+# `epg-orchestrate images build` (the test environments too) runs in the background; every engine test waits for that
+# build to end (conftest.py) and fails with its log if it failed. Extra arguments go to pytest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 JOBS=${JOBS:-2}
-LOG=$(mktemp -t epg-images-XXXXXX.log)
-trap 'rm -f "$LOG"' EXIT
+scratch=$(mktemp -d -t epg-tests-XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+export EPG_TEST_IMAGES_READY="$scratch/images.status" EPG_TEST_IMAGES_LOG="$scratch/images.log"
 
 started=$(date +%s)
-"$BIN/epg-orchestrate" images build --environments tests/environments >"$LOG" 2>&1 &
+(
+    "$BIN/epg-orchestrate" images build --environments tests/environments >"$EPG_TEST_IMAGES_LOG" 2>&1
+    status=$?
+    echo "run-tests: images built (exit status $status) after $(( $(date +%s) - started )) s: $(tail -n 1 "$EPG_TEST_IMAGES_LOG")" >&2
+    echo "$status" >"$EPG_TEST_IMAGES_READY.tmp" && mv "$EPG_TEST_IMAGES_READY.tmp" "$EPG_TEST_IMAGES_READY"
+) &
 builder=$!
 
-status=0
-"$BIN/python" -m pytest -m 'not docker' -n "$JOBS" --durations=15 "$@" || status=$?
-
-if ! wait "$builder"; then
-    tail -n 80 "$LOG" >&2
-    echo "run-tests: the images did not build; the engine tests were not run" >&2
-    exit 1
-fi
-echo "run-tests: images ready after $(( $(date +%s) - started )) s: $(tail -n 1 "$LOG")"
-
-"$BIN/python" -m pytest -m docker -n "$JOBS" --durations=30 "$@" || status=$?
+"$BIN/python" -m pytest -n "$JOBS" --dist loadfile --durations=30 "$@"
+status=$?
+wait "$builder"
 exit "$status"

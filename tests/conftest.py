@@ -29,6 +29,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker in MARKED:
             if marked_by_table(nodeid, marker):
                 item.add_marker(marker)
+    items[:] = sorted(items, key=_cost_order(items))
+
+
+def _cost_order(items: list[pytest.Item]):
+    """A sort key that puts first the files that need no engine (they run while `make test` builds the images), and
+    within each part the files with a slow test (a long file started last would end the run alone)."""
+    docker_files = {item.path for item in items if item.get_closest_marker("docker")}
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    return lambda item: (item.path in docker_files, item.path not in slow_files)
 
 
 @pytest.fixture(scope="session", autouse=True)

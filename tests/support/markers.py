@@ -30,6 +30,8 @@ MARKED: dict[str, tuple[str, ...]] = {
         "tests/docker/test_node_cli_agents.py",
         "tests/docker/test_k8s_backend.py",
         "tests/docker/test_k8s_conformance.py",
+        "tests/docker/test_ci_workflow.py",
+        "tests/docker/test_tutorial.py",
         "tests/docker/test_env_test.py",
         "tests/docker/test_feedback_access.py",
         "tests/docker/test_hostile_agents.py",
