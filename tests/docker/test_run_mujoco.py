@@ -22,6 +22,7 @@ BASELINE = MUJOCO / "baseline"
 END_CAUSES = {"time_limit", "unhealthy", "policy_failure"}
 HORIZON = 50
 TRACE_LIMIT_CHARS = 2000
+NO_RENDERER = "env-mujoco-no-gl"  # the image of the package without its Debian packages
 
 
 def assert_reacher_feedback(document: dict, indices: list[int]) -> None:
@@ -89,18 +90,14 @@ def without_renderer(tmp_path: Path, image: str) -> Path:
 
 
 def test_an_image_without_a_renderer_runs_the_replay_episode_and_says_why_it_has_no_sheet(tmp_path, scope, engine):
-    name = f"env-mujoco-no-gl-{scope}"  # this run's own image, removed at the end whatever other runs do
-    try:
-        sandbox_on = package_sandbox_factory(engine, without_renderer(tmp_path, name), name, scope, pool_size=2)
-        with sandbox_on("reacher") as sandbox:
-            evaluation = evaluate_program(sandbox, capture_program(BASELINE), split="train", seed=0, episodes=2)
-        (built,) = engine.client.images.list(name=f"epg/{name}")
-        libraries = engine.client.containers.run(built.id, ["sh", "-c", "ldconfig -p | grep -c libOSMesa || true"], remove=True,
-                                                 network_mode="none", labels={"org.evopolicygym.scope": scope})
-    finally:
-        for tagged in engine.client.images.list(name=f"epg/{name}"):
-            engine.client.images.remove(tagged.id, force=True)
-    assert int(libraries) == 0
+    # Tagged by content like every image the builder makes, and kept like them: the next run finds it up to date.
+    sandbox_on = package_sandbox_factory(engine, without_renderer(tmp_path, NO_RENDERER), NO_RENDERER, scope, pool_size=2)
+    with sandbox_on("reacher") as sandbox:
+        evaluation = evaluate_program(sandbox, capture_program(BASELINE), split="train", seed=0, episodes=2)
+        image = sandbox.images.environment
+    libraries = engine.client.containers.run(image, ["sh", "-c", "ldconfig -p | grep -c libOSMesa || true"], remove=True,
+                                             network_mode="none", labels={"org.evopolicygym.scope": scope})
+    assert image.startswith(f"epg/{NO_RENDERER}:") and int(libraries) == 0
     feedback = evaluation.feedback
     document = {"episodes": [{"index": e.index, "status": e.status.value, "failure": e.failure} for e in feedback.episodes],
                 "values": feedback.values, "artifacts": list(feedback.artifacts)}
