@@ -30,7 +30,10 @@ the assertions on their own. Example, the whole of an author's image test:
         assert epg_completed_baseline.score > 0
 
 A missing Docker engine, a missing image or a package that cannot be read fails
-the fixture with one clear message; nothing here ever skips. Every container
+the fixture with one clear message; nothing here ever skips. Where this plugin is
+not installed (a venv with the SDK and the package only) its fixtures do not exist:
+a package's `tests/image/conftest.py` then skips its image tests, saying what they
+need (`environments/*/tests/image/conftest.py` do, and skip nothing when it is loaded). Every container
 started carries the orchestrator's labels (`epg-orchestrate gc` reaps them) and
 is removed when the session ends. Results are computed once per image per
 session, so one session can test several packages (each test module finds the

@@ -6,9 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TEST_ENVIRONMENTS
-
-BROKEN_PACKAGE = TEST_ENVIRONMENTS / "broken"
+# (Not imported from conftest: with the environment packages' conftests collected too, `conftest` may name another.)
+BROKEN_PACKAGE = Path(__file__).resolve().parents[1] / "environments" / "broken"
 FAULTS = ("plan is deterministic", "splits are disjoint", "feedback is bounded and free of private data")
 
 

@@ -28,11 +28,12 @@ def assert_parking_feedback(document: dict, indices: list[int]) -> None:
 
 def test_scripted_run_on_parking_submits_the_baseline_and_the_random_program(tmp_path, scope):
     # "parking" is the catalogue's name for parking-v0 without its version.
-    run = run_baseline_and_random("parking", HIGHWAY, 4, benchmark_id="parking-v0", tmp_path=tmp_path, scope=scope, timeout=1200)
+    # Two Episodes per Submission (and of the Validation and the Assessment): enough for every claim below.
+    run = run_baseline_and_random("parking", HIGHWAY, 2, benchmark_id="parking-v0", tmp_path=tmp_path, scope=scope, timeout=1200)
     for submission_id, published in run.feedback.items():
-        assert_parking_feedback(published, [0, 1, 2, 3])
+        assert_parking_feedback(published, [0, 1])
         csv_header = run.artifact_text(submission_id, "episodes.csv").splitlines()[0]
         assert csv_header.endswith("success,end,final_distance_m,min_distance_m,final_heading_error_deg,final_speed_mps")
     train = {sid: published["values"] for sid, published in run.feedback.items()}
-    # Both Submissions replayed the same four pool Episodes: the same goal spots, whatever the Program did.
+    # Both Submissions replayed the same two pool Episodes: the same goal spots, whatever the Program did.
     assert [r["summary"]["goal_spot"] for r in train["s0001"]["episodes"]] == [r["summary"]["goal_spot"] for r in train["s0002"]["episodes"]]

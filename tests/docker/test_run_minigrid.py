@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from support.scripted_runs import run_cli
 
 from orchestrator.kernel.program import capture_program
 
@@ -16,27 +14,21 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = REPO / "environments" / "minigrid"
 BASELINE, RANDOM = PROGRAMS / "baseline", PROGRAMS / "random"
 TRACE_ENTRIES_AT_MOST = 65
-
-
-def run_cli(args: list[str], scope: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True,
-        env={**os.environ, "EPG_SCOPE": scope}, cwd=REPO, timeout=timeout,
-    )
+EPISODES = 4  # per Submission, and of the Validation and the Assessment
 
 
 def test_scripted_run_on_fourrooms_records_missions_traces_validation_and_assessment(tmp_path, scope):
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({
         "benchmark": "MiniGrid-FourRooms-v0",
-        "budget": {"episodes": 16, "max_submissions": 4, "pool_size": 8},
-        "validation": {"episodes": 16, "max_candidates": 2},
-        "assessment": {"episodes": 16},
-        "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": "0:8"},
-                                                {"program": str(RANDOM), "episodes": "0:8"}], "finish": "all"},
+        "budget": {"episodes": 2 * EPISODES, "max_submissions": 4, "pool_size": EPISODES},
+        "validation": {"episodes": EPISODES, "max_candidates": 2},
+        "assessment": {"episodes": EPISODES},
+        "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": f"0:{EPISODES}"},
+                                                {"program": str(RANDOM), "episodes": f"0:{EPISODES}"}], "finish": "all"},
     }))
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope)
+    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     manifest = json.loads(result.stdout)
     recorded = json.loads((run_dir / "run.json").read_text())
@@ -51,13 +43,13 @@ def test_scripted_run_on_fourrooms_records_missions_traces_validation_and_assess
     digests = {"s0001": capture_program(BASELINE).digest, "s0002": capture_program(RANDOM).digest}
     for submission_id, digest in digests.items():
         record = json.loads((run_dir / "submissions" / submission_id / "record.json").read_text())
-        assert (record["program_digest"], record["selector"], record["indices"]) == (digest, "0:8", list(range(8)))
+        assert (record["program_digest"], record["selector"], record["indices"]) == (digest, f"0:{EPISODES}", list(range(EPISODES)))
         feedback = record["feedback"]
         assert json.loads((run_dir / "workspace" / "feedback" / submission_id / "feedback.json").read_text()) == feedback
         values = feedback["values"]
-        assert values["policy_failures"] == 0 and len(values["episodes"]) == 8
-        assert sum(values["terminations"].values()) == 8 and values["terminations"]["stopped"] == 0
-        assert values["success_rate"] == sum(e["summary"]["success"] for e in values["episodes"]) / 8
+        assert values["policy_failures"] == 0 and len(values["episodes"]) == EPISODES
+        assert sum(values["terminations"].values()) == EPISODES and values["terminations"]["stopped"] == 0
+        assert values["success_rate"] == sum(e["summary"]["success"] for e in values["episodes"]) / EPISODES
         for episode in values["episodes"]:
             summary = episode["summary"]
             assert summary["mission"] == "reach the goal"
@@ -71,7 +63,7 @@ def test_scripted_run_on_fourrooms_records_missions_traces_validation_and_assess
     assert selected in digests and manifest["final"]["submission_id"] == selected
     assert manifest["final"]["program_digest"] == digests[selected]
     assessment = json.loads((run_dir / "assessment.json").read_text())
-    assert assessment["program_digest"] == digests[selected] and len(assessment["episodes"]) == 16
+    assert assessment["program_digest"] == digests[selected] and len(assessment["episodes"]) == EPISODES
     assert 0.0 <= manifest["assessment"]["score"] < 1.0
     kinds = [json.loads(line)["type"] for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
     assert kinds.count("submission_completed") == 2 and "validation_done" in kinds and "assessment_done" in kinds

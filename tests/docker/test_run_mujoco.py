@@ -1,18 +1,20 @@
-"""A Run on MuJoCo's Reacher-v5 end to end: the package's Feedback, the Run's records, and no hidden Episode on the agent's side."""
+"""MuJoCo through the sandbox beyond the image tests: a Run on Reacher-v5 end to end (the package's Feedback, the Run's
+records, the replay Episode's contact sheet, no hidden Episode on the agent's side), and an image without a renderer."""
 
 from __future__ import annotations
 
 import io
-import json
 import re
 import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
-import yaml
 from PIL import Image
-from support.scripted_runs import assert_every_episode_completed, run_baseline_and_random, run_cli
+from support.package_sandbox import package_sandbox_factory
+from support.scripted_runs import assert_every_episode_completed, run_baseline_and_random
+
+from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.program import capture_program
 
 REPO = Path(__file__).resolve().parents[2]
 MUJOCO = REPO / "environments" / "mujoco"
@@ -20,6 +22,7 @@ BASELINE = MUJOCO / "baseline"
 END_CAUSES = {"time_limit", "unhealthy", "policy_failure"}
 HORIZON = 50
 TRACE_LIMIT_CHARS = 2000
+NO_RENDERER = "env-mujoco-no-gl"  # the image of the package without its Debian packages
 
 
 def assert_reacher_feedback(document: dict, indices: list[int]) -> None:
@@ -37,7 +40,7 @@ def assert_reacher_feedback(document: dict, indices: list[int]) -> None:
         assert summary["trace"].startswith("t5 d") and summary["trace"].split("; ")[-1].startswith("t50 d")
 
 
-def test_scripted_run_on_reacher_submits_the_baseline_and_the_random_program(tmp_path, scope):
+def test_scripted_run_on_reacher_submits_the_baseline_and_the_random_program_and_publishes_the_replay_sheet(tmp_path, scope, engine):
     # "reacher" is the package's alias of Reacher-v5.
     run = run_baseline_and_random("reacher", MUJOCO, 4, benchmark_id="Reacher-v5", tmp_path=tmp_path, scope=scope, timeout=1200)
     for submission_id, published in run.feedback.items():
@@ -57,59 +60,50 @@ def test_scripted_run_on_reacher_submits_the_baseline_and_the_random_program(tmp
     assert run.manifest["final"]["program_digest"] == run.digests["s0001"] and run.manifest["final"]["is_initial_program"] is True
     assert run.assessment["program_digest"] == run.digests["s0001"]
 
-
-def without_renderer(tmp_path: Path) -> Path:
-    """A copy of the MuJoCo package whose image leaves out the Debian packages (libOSMesa), under another image name."""
-    root = tmp_path / "environments"
-    copy = root / "mujoco"
-    shutil.copytree(MUJOCO, copy, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.egg-info", "build"))
-    pyproject = (copy / "pyproject.toml").read_text()
-    stripped = re.sub(r"(?m)^debian = .*\n", "", pyproject).replace('image = "env-mujoco"', 'image = "env-mujoco-no-gl"')
-    assert stripped != pyproject and "debian" not in stripped.split("[tool.epg]")[1]
-    (copy / "pyproject.toml").write_text(stripped)
-    return root
-
-
-@pytest.mark.parametrize("renderer", ["osmesa", "absent"])
-def test_a_run_publishes_the_replay_episodes_contact_sheet_or_says_why_not(renderer, tmp_path, scope, engine):
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "benchmark": "Reacher-v5", "seed": 0,
-        "budget": {"episodes": 4, "max_submissions": 1, "pool_size": 4},
-        "validation": {"episodes": 2, "max_candidates": 1},
-        "assessment": {"episodes": 2, "include_initial_program": False},
-        "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": "0:2"}], "finish": "all"},
-    }))
-    extra = ["--environments", str(without_renderer(tmp_path))] if renderer == "absent" else []
-    run_dir = tmp_path / "run"
-    try:
-        result = run_cli(["run", str(spec), "-o", str(run_dir), "--json", *extra], scope, timeout=1200)
-        assert result.returncode == 0, result.stderr[-4000:]
-        manifest = json.loads(result.stdout)
-        image = manifest["images"]["environment"]["tag"]
-        libraries = engine.client.containers.run(image, ["sh", "-c", "ldconfig -p | grep -c libOSMesa || true"], remove=True,
-                                                 network_mode="none", labels={"org.evopolicygym.scope": scope})
-    finally:
-        if renderer == "absent":
-            for tagged in engine.client.images.list(name="epg/env-mujoco-no-gl"):
-                engine.client.images.remove(tagged.id, force=True)
-    assert manifest["terminal_reason"] == "finished" and manifest["assessment"]["policy_failures"] == 0
-    feedback_dir = run_dir / "workspace" / "feedback" / "s0001"
-    published = json.loads((feedback_dir / "feedback.json").read_text())
-    assert_reacher_feedback(published, [0, 1])
-    replay = published["values"]["replay"]
-    first = published["values"]["episodes"][0]["summary"]["replay"]
-    assert "replay" not in published["values"]["episodes"][1]["summary"]
-    if renderer == "osmesa":
-        assert image.startswith("epg/env-mujoco:") and int(libraries) >= 1
-        assert replay == {"available": True, "episode": 0, "artifact": "replay.png"} and published["artifacts"] == ["episodes.csv", "replay.png"]
+    # Pool index 0 is the replay Episode: the image (which has libOSMesa) rendered it, and each Submission publishes its sheet.
+    image = run.manifest["images"]["environment"]["tag"]
+    libraries = engine.client.containers.run(image, ["sh", "-c", "ldconfig -p | grep -c libOSMesa || true"], remove=True,
+                                             network_mode="none", labels={"org.evopolicygym.scope": scope})
+    assert image.startswith("epg/env-mujoco:") and int(libraries) >= 1
+    for submission_id, published in run.feedback.items():
+        assert published["values"]["replay"] == {"available": True, "episode": 0, "artifact": "replay.png"}, submission_id
+        assert published["artifacts"] == ["episodes.csv", "replay.png"]
+        first = published["values"]["episodes"][0]["summary"]["replay"]
         assert first == {"available": True, "artifact": "replay.png", "frame_steps": [0, 7, 14, 21, 28, 35, 42, 49, 50]}
-        sheet = Image.open(io.BytesIO((feedback_dir / "artifacts" / "replay.png").read_bytes()))
+        assert all("replay" not in row["summary"] for row in published["values"]["episodes"][1:])
+        sheet_path = run.run_dir / "workspace" / "feedback" / submission_id / "artifacts" / "replay.png"
+        sheet = Image.open(io.BytesIO(sheet_path.read_bytes()))
         assert sheet.format == "PNG" and sheet.size == (480, 480)
         pixels = np.asarray(sheet.convert("RGB"))
         assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 16  # a rendered scene, not a blank sheet
-    else:
-        assert image.startswith("epg/env-mujoco-no-gl:") and int(libraries) == 0
-        assert replay["available"] is False and replay["episode"] == 0 and replay["reason"].startswith("no offscreen renderer")
-        assert first == {"available": False, "reason": replay["reason"]} and published["artifacts"] == ["episodes.csv"]
-        assert not (feedback_dir / "artifacts" / "replay.png").exists()
+
+
+def without_renderer(tmp_path: Path, image: str) -> Path:
+    """A copy of the MuJoCo package whose image leaves out the Debian packages (libOSMesa), under the image name given."""
+    copy = tmp_path / "environments" / "mujoco"
+    shutil.copytree(MUJOCO, copy, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.egg-info", "build"))
+    pyproject = (copy / "pyproject.toml").read_text()
+    stripped = re.sub(r"(?m)^debian = .*\n", "", pyproject).replace('image = "env-mujoco"', f'image = "{image}"')
+    assert stripped != pyproject and "debian" not in stripped.split("[tool.epg]")[1]
+    (copy / "pyproject.toml").write_text(stripped)
+    return copy
+
+
+def test_an_image_without_a_renderer_runs_the_replay_episode_and_says_why_it_has_no_sheet(tmp_path, scope, engine):
+    # Tagged by content like every image the builder makes, and kept like them: the next run finds it up to date.
+    sandbox_on = package_sandbox_factory(engine, without_renderer(tmp_path, NO_RENDERER), NO_RENDERER, scope, pool_size=2)
+    with sandbox_on("reacher") as sandbox:
+        evaluation = evaluate_program(sandbox, capture_program(BASELINE), split="train", seed=0, episodes=2)
+        image = sandbox.images.environment
+    libraries = engine.client.containers.run(image, ["sh", "-c", "ldconfig -p | grep -c libOSMesa || true"], remove=True,
+                                             network_mode="none", labels={"org.evopolicygym.scope": scope})
+    assert image.startswith(f"epg/{NO_RENDERER}:") and int(libraries) == 0
+    feedback = evaluation.feedback
+    document = {"episodes": [{"index": e.index, "status": e.status.value, "failure": e.failure} for e in feedback.episodes],
+                "values": feedback.values, "artifacts": list(feedback.artifacts)}
+    assert_reacher_feedback(document, [0, 1])
+    replay = feedback.values["replay"]
+    assert replay["available"] is False and replay["episode"] == 0 and replay["reason"].startswith("no offscreen renderer")
+    assert feedback.values["episodes"][0]["summary"]["replay"] == {"available": False, "reason": replay["reason"]}
+    assert "replay" not in feedback.values["episodes"][1]["summary"]
+    assert list(feedback.artifacts) == ["episodes.csv"]

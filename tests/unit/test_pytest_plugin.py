@@ -1,4 +1,5 @@
-"""The pytest plugin for environment authors, without an engine: its options, its assertion, a missing engine."""
+"""The pytest plugin for environment authors, without an engine: its options, its assertion, a missing engine, and the
+environment packages' image tests, which skip saying what they need without the plugin and never skip with it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ import pytest
 
 from epg_sdk.checks import Check, CheckReport
 from orchestrator.pytest_plugin import ImageReport, assert_checks_pass
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE_TESTS = sorted((REPO / "environments").glob("*/tests/image"))
+NEEDS_PLUGIN = ("image test: needs the epg pytest plugin and a Docker engine "
+                "(pip install 'epg-orchestrator[pytest]', then run pytest where Docker answers)")
 
 
 def _pytest(directory: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,3 +62,27 @@ def test_a_missing_engine_fails_the_fixture_with_one_clear_message_and_never_ski
     summary = result.stdout.strip().splitlines()[-1]
     assert "1 error" in summary and "skipped" not in summary, summary
     assert "testing an environment image needs a Docker engine: no Docker daemon answers" in result.stdout
+
+
+def test_without_the_plugin_every_packages_image_tests_skip_naming_what_they_need(tmp_path: Path):
+    # As in a venv holding only epg-sdk and the package: the `epg` plugin is not there to provide the fixtures.
+    result = _pytest(REPO, "-p", "no:epg", "-rs", "--basetemp", str(tmp_path), *map(str, IMAGE_TESTS))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert "passed" not in summary and "error" not in summary and "skipped" in summary, summary
+    assert "fixture 'epg_" not in result.stdout
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert all(line.endswith(f": {NEEDS_PLUGIN}") for line in skipped), skipped
+    files = {line.split("] ", 1)[1].split(":", 1)[0] for line in skipped}
+    assert files == {str(path.relative_to(REPO)) for directory in IMAGE_TESTS for path in directory.glob("test_*.py")}
+    assert len(IMAGE_TESTS) == 8
+
+
+def test_with_the_plugin_the_image_tests_never_skip_and_a_missing_engine_fails_each(tmp_path: Path):
+    # In the orchestrator's own run the plugin is always loaded: an image test runs, or fails; it is never skipped.
+    result = _pytest(REPO, "-q", "-rA", "--basetemp", str(tmp_path), *map(str, IMAGE_TESTS),
+                     env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert "skipped" not in summary and "passed" not in summary and " error" in summary, summary
+    assert "testing an environment image needs a Docker engine" in result.stdout

@@ -5,9 +5,13 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import numpy as np
+
+from epg.v1 import runner_pb2
 from epg_env_box2d import make_bipedal_benchmark, make_carracing_benchmark
-from epg_env_box2d.box2d_benchmark import END_CAUSES
-from epg_sdk.testing import evaluate_locally, summary_values
+from epg_env_box2d.box2d_benchmark import END_CAUSES, NOT_ENDED
+from epg_sdk.runtime.episode_loop import EpisodeLimits, feedback_records
+from epg_sdk.testing import drive_environment, evaluate_locally, run_local_episode, summary_values
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BASELINE = PACKAGE_ROOT / "baseline"
@@ -38,6 +42,23 @@ def make_policy(context):
 '''
 
 
+# Expects float32 frames, which CarRacing's are not: it raises at its first step, saying what it got.
+FLOAT_EXPECTATION = '''
+import numpy as np
+
+
+class Policy:
+    def act(self, obs):
+        if not (isinstance(obs, np.ndarray) and obs.shape == (96, 96, 3) and obs.dtype == np.float32):
+            raise TypeError(f"the observation is {type(obs).__name__} {getattr(obs, 'dtype', '')} {np.shape(obs)}")
+        return np.zeros(3, dtype=np.float32)
+
+
+def make_policy(context):
+    return Policy()
+'''
+
+
 def write_probe(directory: Path, shape: tuple[int, ...], dtype: str, width: int) -> Path:
     directory.mkdir()
     source = textwrap.dedent(PROBE).replace("SHAPE", repr(shape)).replace("DTYPE", dtype).replace("WIDTH", str(width))
@@ -50,6 +71,36 @@ def test_carracing_policies_receive_uint8_images_of_96_by_96_by_3(tmp_path: Path
     (row,) = feedback.values["episodes"]
     assert (row["status"], row["failure"], row["steps"]) == ("policy_failure", "invalid_action", 50)
     assert row["summary"]["end"] == "policy_failure"
+
+
+def test_a_carracing_program_expecting_another_dtype_fails_at_its_first_step_saying_what_it_got(tmp_path: Path) -> None:
+    carracing = make_carracing_benchmark()
+    program = tmp_path / "float"
+    program.mkdir()
+    (program / "policy.py").write_text(FLOAT_EXPECTATION)
+    episode = runner_pb2.EpisodeSpec(split="train", index=0, payload=carracing.plan("train", 0, 1)[0])
+    record = run_local_episode(carracing, episode, program, 0, EpisodeLimits())
+    feedback = carracing.feedback(feedback_records([record]))
+    assert [(r["status"], r["failure"], r["steps"]) for r in feedback.values["episodes"]] == [("policy_failure", "exception", 0)]
+    assert "the observation is ndarray uint8 (96, 96, 3)" in record.message, record.message
+    assert feedback.values["ends"]["policy_failure"] == 1 and feedback.score == -200.0
+
+
+def test_carracing_frames_show_grass_and_two_seconds_of_gentle_gas_cover_ten_tiles_then_the_car_stops_on_the_road() -> None:
+    carracing = make_carracing_benchmark()
+
+    def gentle_gas_then_brake(observation: np.ndarray, step: int) -> np.ndarray:
+        view = observation[:84].astype(np.int16)  # above the dashboard
+        assert ((view[..., 1] - view[..., 0]) > 40).any(), f"no grass in the view at step {step}"
+        return np.array([0.0, 0.05, 0.0] if step < 100 else [0.0, 0.0, 1.0], dtype=np.float32)
+
+    # 300 steps: the car has stopped by then, so the rest of the Episode's 1000 adds no tile and no off-track step.
+    environment, observations, results = drive_environment(carracing, carracing.plan("train", 0, 1)[0], gentle_gas_then_brake, limit=300)
+    summary = environment.summary()
+    environment.close()
+    assert len(results) == 300 and all(o.dtype == np.uint8 and o.shape == (96, 96, 3) for o in observations[::50])
+    assert (summary["end"], summary["tiles_visited"], summary["off_track_steps"]) == (NOT_ENDED, 10, 0)
+    assert summary["trace"].split("; ")[-1] == "300 t10 v0.0 on", summary["trace"]
 
 
 def test_bipedal_policies_receive_float32_vectors_and_a_wrong_expectation_fails_at_once(tmp_path: Path) -> None:

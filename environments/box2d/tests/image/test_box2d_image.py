@@ -3,7 +3,9 @@
 The image is the one `epg-orchestrate images build env-box2d` makes (built here through the
 image builder when `--epg-image` is not given). It holds two Benchmarks, so the baseline runs
 through the sandbox once per Benchmark with the plugin's `epg_baselines` fixture (each Episode in
-a fresh hardened policy container).
+a fresh hardened policy container). This is the family's one trip through the sandbox: what a
+Program receives (uint8 frames, float32 vectors) and does with it is tested in-process in
+`tests/test_box2d_programs.py`, through the same policy runtime and codec.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import pytest
 pytestmark = pytest.mark.docker
 
 BENCHMARKS = ("BipedalWalker-v3", "CarRacing-v3")
+CARRACING_END_CAUSES = {"fell", "finished", "left_playfield", "time_limit", "policy_failure"}
+TRACE_LIMIT_CHARS = 2000
 
 
 def test_every_conformance_check_passes_inside_the_image(epg_check_report):
@@ -28,3 +32,19 @@ def test_the_baseline_completes_every_episode_of_both_benchmarks_through_the_san
     assert all(row["summary"]["distance_m"] > 10.0 for row in walker.values["episodes"])
     assert all(row["summary"]["tiles_visited"] > 0 for row in racer.values["episodes"])
     assert all(e.steps == 1000 for e in racer.episodes) and racer.score > 0.0
+
+
+def test_the_road_followers_carracing_feedback_agrees_with_itself(epg_completed_baselines):
+    """The package's Feedback of pixel Episodes run in the image: end causes, summaries, trace and the CSV artifact."""
+    racer = epg_completed_baselines["CarRacing-v3"]
+    values, count = racer.values, len(racer.episodes)
+    assert values["policy_failures"] == 0 and [row["index"] for row in values["episodes"]] == list(range(count))
+    assert sum(values["ends"].values()) == count and set(values["ends"]) == CARRACING_END_CAUSES
+    for row in values["episodes"]:
+        summary = row["summary"]
+        assert summary["end"] in ("finished", "left_playfield", "time_limit") and summary["steps"] == row["steps"]
+        assert 0 <= summary["tiles_visited"] <= summary["track_tiles"] and 0 <= summary["off_track_steps"] <= summary["steps"]
+        assert isinstance(summary["trace"], str) and 0 < len(summary["trace"]) <= TRACE_LIMIT_CHARS
+        assert summary["trace"].startswith("50 t")
+    csv_header = racer.artifacts["episodes.csv"].decode().splitlines()[0]
+    assert csv_header.endswith("end,tiles_visited,track_tiles,tiles_fraction,off_track_steps,off_track_fraction")

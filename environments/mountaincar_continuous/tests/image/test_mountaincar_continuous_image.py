@@ -2,8 +2,8 @@
 
 The image is the one `epg-orchestrate images build env-mountaincar-continuous` makes (built here through
 the image builder when `--epg-image` is not given). These tests need a Docker engine and the
-orchestrator (which carries the plugin), so a fresh venv holding only the SDK and this package
-runs `pytest tests --ignore=tests/image`.
+orchestrator (which carries the plugin); in a venv holding only the SDK and this package they
+are skipped, saying so (conftest.py).
 """
 
 from __future__ import annotations
