@@ -73,7 +73,8 @@ class Venv:
 
     def distributions(self) -> dict[str, dict]:
         """Canonical name -> {"version", "requires"} of every distribution installed in the venv."""
-        result = self.run(self.python, "-c", _LIST_DISTRIBUTIONS)
+        # Run in the venv's directory: from a checkout's root, `python -c` would also find the checkout's own *.egg-info.
+        result = self.run(self.python, "-c", _LIST_DISTRIBUTIONS, cwd=self.root)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
