@@ -28,6 +28,9 @@ POLICY = b"def make_policy(context):\n    return None\n"
 SECRET = b"host-secret-" + os.urandom(8).hex().encode()
 DECOY = b"decoy bytes of the agent's own\n"
 ATTACK_S = 3.0
+# On loaded cores a round may see only one outcome (or the naive reader never lose): up to this many rounds are run
+# until each outcome a test names has shown up.
+MAX_ROUNDS = 6
 
 
 @pytest.fixture(autouse=True)
@@ -70,36 +73,41 @@ def _naive_capture(root: Path) -> list[bytes]:
     return found
 
 
-def _attack(workspace: Path, a: Path, b: Path, capture) -> dict[str, int]:
-    """Swap a and b for ATTACK_S while capturing in a loop; return outcome counts. Fails on a leaked byte."""
+def _attack(workspace: Path, a: Path, b: Path, capture, enough=lambda counts: True) -> dict[str, int]:
+    """Swap a and b in rounds of ATTACK_S while capturing in a loop, until enough(counts) holds after a round (at most
+    MAX_ROUNDS); return the outcome counts. Fails on a leaked byte."""
     counts: dict[str, int] = {}
-    swapper = _swap_in_background(a, b, ATTACK_S)
-    try:
-        while swapper.poll() is None:
-            try:
-                program = capture(workspace)
-                leaked = any(SECRET in f.data for f in program.files)
-                assert not leaked, "a byte from outside program/ was captured"
-                key = "captured"
-            except ProgramError as exc:
-                key = exc.code.value
-            counts[key] = counts.get(key, 0) + 1
-    finally:
-        swapper.wait(timeout=30)
-    assert int(swapper.stdout.read()) > 100, "the attacker barely ran"
+    for _ in range(MAX_ROUNDS):
+        swapper = _swap_in_background(a, b, ATTACK_S)
+        try:
+            while swapper.poll() is None:
+                try:
+                    program = capture(workspace)
+                    leaked = any(SECRET in f.data for f in program.files)
+                    assert not leaked, "a byte from outside program/ was captured"
+                    key = "captured"
+                except ProgramError as exc:
+                    key = exc.code.value
+                counts[key] = counts.get(key, 0) + 1
+        finally:
+            swapper.wait(timeout=30)
+        assert int(swapper.stdout.read()) > 100, "the attacker barely ran"
+        if enough(counts):
+            break
     return counts
 
 
 def _naive_leaks(workspace: Path, a: Path, b: Path) -> bool:
-    swapper = _swap_in_background(a, b, ATTACK_S)
-    try:
-        while swapper.poll() is None:
-            if any(SECRET in data for data in _naive_capture(workspace / "program")):
-                return True
-        return False
-    finally:
-        swapper.kill()
-        swapper.wait()
+    for _ in range(MAX_ROUNDS):
+        swapper = _swap_in_background(a, b, ATTACK_S)
+        try:
+            while swapper.poll() is None:
+                if any(SECRET in data for data in _naive_capture(workspace / "program")):
+                    return True
+        finally:
+            swapper.kill()
+            swapper.wait()
+    return False
 
 
 def _plant_file_swap(workspace: Path) -> tuple[Path, Path]:
@@ -127,15 +135,18 @@ def as_agent(workspace: Path):
 def test_file_swap_with_a_symlink_never_captures_the_target(workspace, capture):
     a, b = _plant_file_swap(workspace)
     assert _naive_leaks(workspace, a, b), "the attack should beat a path-following reader"
-    counts = _attack(workspace, a, b, capture)
-    assert counts.get("captured", 0) > 0 and counts.get("symlink", 0) + counts.get("changed", 0) > 0, counts
+    def enough(counts):
+        return counts.get("captured", 0) > 0 and counts.get("symlink", 0) + counts.get("changed", 0) > 0
+
+    counts = _attack(workspace, a, b, capture, enough)
+    assert enough(counts), counts
 
 
 @pytest.mark.parametrize("capture", [in_process, as_agent], ids=["descriptors", "descriptors-as-agent-uid"])
 def test_directory_swap_with_a_symlink_never_captures_the_target(workspace, capture):
     a, b = _plant_directory_swap(workspace)
     assert _naive_leaks(workspace, a, b), "the attack should beat a path-following reader"
-    counts = _attack(workspace, a, b, capture)
+    counts = _attack(workspace, a, b, capture, lambda counts: counts.get("captured", 0) > 0)
     assert counts.get("captured", 0) > 0 and set(counts) - {"captured"} <= {"symlink", "changed"}, counts
 
 
