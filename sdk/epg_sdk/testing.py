@@ -6,7 +6,8 @@ subprocess with no isolation at all. Never use it for untrusted code. Beside it:
 summary_values (one summary value of each Episode of a Feedback),
 drive_environment (one Episode stepped in-process), entry_point_ids and
 locked_pins (what an environment package declares), run_python (a fresh
-interpreter with the package importable).
+interpreter with the package importable), and the two pytest hooks of a package's
+tests/image/conftest.py (pytest_configure, pytest_collection_modifyitems).
 """
 
 from __future__ import annotations
@@ -179,3 +180,26 @@ def run_python(code: str, package_root: Path, *, unset: Iterable[str] = (), time
     environment = {key: value for key, value in os.environ.items() if key not in removed}
     environment["PYTHONPATH"] = os.pathsep.join([str(package_root), *sys.path])
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=timeout_s)
+
+
+# What an image test says it needs where the orchestrator's pytest plugin (`epg`) is not loaded.
+NEEDS_PLUGIN = ("image test: needs the epg pytest plugin and a Docker engine "
+                "(pip install 'epg-orchestrator[pytest]', then run pytest where Docker answers)")
+
+
+def pytest_configure(config: Any) -> None:
+    """A pytest hook for a package's tests/image/conftest.py: declares the `docker` mark its tests carry."""
+    config.addinivalue_line("markers", "docker: needs the real Docker engine")
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """A pytest hook for a package's tests/image/conftest.py: where the `epg` plugin is not loaded (a venv with the SDK
+    and the package alone), every test in a tests/image directory is skipped with NEEDS_PLUGIN as its reason; where it
+    is loaded, nothing changes (a missing engine then fails those tests)."""
+    if config.pluginmanager.hasplugin("epg"):
+        return
+    import pytest  # only where pytest runs this hook
+
+    for item in items:
+        if item.path.parent.name == "image" and item.path.parent.parent.name == "tests":
+            item.add_marker(pytest.mark.skip(reason=NEEDS_PLUGIN))
