@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.cli import invoke_cli
+
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE, SCOPE, LabelSet, owner_id, selector
 from orchestrator.compose import reap_orphans
@@ -55,10 +57,8 @@ def test_leftovers_of_a_dead_process_are_reaped_and_live_ones_kept(engine, image
 
 def test_gc_all_reaps_by_scope_label(engine, images, scope):
     container = _labelled(engine, images, scope, "elsewhere:1", "gc-session")
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli.app", "gc", "--scope", scope], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
+    result = invoke_cli("gc", "--scope", scope)
+    assert result.exit_code == 0, result.stderr
     assert "reaped 1 containers" in result.stdout
     assert engine.client.containers.list(all=True, filters={"id": container.id}) == []
 

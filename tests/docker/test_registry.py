@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pytest
 from docker.errors import ImageNotFound
+from support.cli import invoke_cli
 from support.loopback_registry import free_port, serving_registry
 
 from orchestrator.backends.engine import DockerEngine
@@ -123,13 +124,9 @@ def test_a_registry_is_host_and_port_only(bad):
         registries.check_registry(bad)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.app", *args], capture_output=True, text=True, cwd=REPO, timeout=900)
-
-
 def test_policy_runtime_builds_with_plain_docker_build_from_the_context_command(engine, images, tmp_path):
-    made = cli("images", "context", "policy-runtime", str(tmp_path / "context"), "--json")
-    assert made.returncode == 0, made.stderr
+    made = invoke_cli("images", "context", "policy-runtime", str(tmp_path / "context"), "--json", timeout=900)
+    assert made.exit_code == 0, made.stderr
     written = json.loads(made.stdout)
     context = Path(written["directory"])
     assert written["tag"] == images["policy-runtime"]  # the context is the builder's: same inputs, same tag
@@ -151,8 +148,8 @@ def test_policy_runtime_builds_with_plain_docker_build_from_the_context_command(
 
 def test_context_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "something").write_text("x")
-    made = cli("images", "context", "policy-runtime", str(tmp_path))
-    assert made.returncode == 1
+    made = invoke_cli("images", "context", "policy-runtime", str(tmp_path))
+    assert made.exit_code == 1
     assert "is not empty" in made.stderr
 
 

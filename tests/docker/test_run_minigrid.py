@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from support.scripted_runs import run_cli
+from support.cli import run_cli
 
 from orchestrator.kernel.program import capture_program
 
@@ -28,8 +28,8 @@ def test_scripted_run_on_fourrooms_records_missions_traces_validation_and_assess
                                                 {"program": str(RANDOM), "episodes": f"0:{EPISODES}"}], "finish": "all"},
     }))
     run_dir = tmp_path / "run"
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope, timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
+    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=900)
+    assert result.exit_code == 0, result.stderr[-4000:]
     manifest = json.loads(result.stdout)
     recorded = json.loads((run_dir / "run.json").read_text())
     for key in ("benchmark", "phase", "agent", "initial_program_digest", "terminal_reason", "validation", "final", "assessment"):

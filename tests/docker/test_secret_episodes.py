@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
-import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -35,24 +33,6 @@ TINY = {
 }
 
 
-def start_cli(args: list[str], scope: str, data_home: Path) -> subprocess.Popen:
-    """A command in a process of its own, so that several Runs go at once (finish_cli waits for it)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli.app", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "EPG_SCOPE": scope, "XDG_DATA_HOME": str(data_home)}, cwd=REPO,
-    )
-
-
-def finish_cli(process: subprocess.Popen, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Wait for process; one that hangs is killed (its containers are reaped by the scope fixture)."""
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        stdout, stderr = process.communicate()
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
 def read_json(path: Path):
     return json.loads(path.read_text())
 
@@ -71,16 +51,18 @@ def runs(tmp_path_factory, scope) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("secret-episodes")
     (root / "one.key").write_text(KEY_ONE.hex() + "\n")
     (root / "two.key").write_text(KEY_TWO.hex() + "\n")
-    run_dirs, processes = {}, {}
-    for name, key_file in (("one", "one.key"), ("two", "two.key"), ("again", "one.key"), ("default", None)):
-        spec = root / f"{name}.yaml"
-        spec.write_text(yaml.safe_dump({**TINY, **({"seed_key_file": key_file} if key_file else {})}))
-        run_dirs[name] = root / f"run-{name}"
-        data_home = root / ("data-default" if key_file is None else "data")
-        processes[name] = start_cli(["run", str(spec), "-o", str(run_dirs[name]), "--json"], scope, data_home)
-    results = {name: finish_cli(process) for name, process in processes.items()}  # all at once: they are independent
+    run_dirs, started = {}, {}
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each Run in a process of its own, all at once: they are independent
+        for name, key_file in (("one", "one.key"), ("two", "two.key"), ("again", "one.key"), ("default", None)):
+            spec = root / f"{name}.yaml"
+            spec.write_text(yaml.safe_dump({**TINY, **({"seed_key_file": key_file} if key_file else {})}))
+            run_dirs[name] = root / f"run-{name}"
+            data_home = root / ("data-default" if key_file is None else "data")
+            started[name] = pool.submit(run_cli, "run", str(spec), "-o", str(run_dirs[name]), "--json", scope=scope,
+                                        env={"XDG_DATA_HOME": str(data_home)}, timeout=300)
+        results = {name: future.result() for name, future in started.items()}
     for name, result in results.items():
-        assert result.returncode == 0, f"{name}: {result.stderr}"
+        assert result.exit_code == 0, f"{name}: {result.stderr}"
         assert json.loads(result.stdout)["phase"] == "done"
     assert not (root / "data").exists(), "a Run naming its key file wrote to the default key store"
     return run_dirs

@@ -4,8 +4,6 @@ baseline and random Programs with the checks of its records that hold whatever t
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,16 +14,6 @@ from support import cli
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ("s0001", "s0002")  # the baseline's Submission, then the random Program's
-
-
-def run_cli(args: list[str], scope: str, *, timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """support.cli.run_cli for the files that still call it with a list and read a CompletedProcess; new code calls
-    support.cli.run_cli (or invoke_cli) directly.
-
-    Returns the finished process (output as text); raises subprocess.TimeoutExpired after timeout seconds.
-    """
-    result = cli.run_cli(*args, scope=scope, env=env, timeout=timeout)
-    return subprocess.CompletedProcess(["epg-orchestrate", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def baseline_and_random_spec(benchmark: str, package: Path, episodes: int) -> dict:
@@ -74,8 +62,8 @@ def run_baseline_and_random(benchmark: str, package: Path, episodes: int, *, ben
     """
     spec, run_dir = tmp_path / "spec.yaml", tmp_path / "run"
     spec.write_text(yaml.safe_dump(baseline_and_random_spec(benchmark, package, episodes)))
-    result = run_cli(["run", str(spec), "-o", str(run_dir), "--json"], scope, timeout=timeout)
-    assert result.returncode == 0, result.stderr[-4000:]
+    result = cli.run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope, timeout=timeout)
+    assert result.exit_code == 0, result.stderr[-4000:]
     manifest = json.loads((run_dir / "run.json").read_text())
     printed = json.loads(result.stdout)
     assert {key: printed[key] for key in manifest} == manifest  # what the CLI printed is run.json (and maybe more)

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from pydantic import ValidationError
+from support.cli import invoke_cli
 from support.relay_harness import write_codex_login
-from typer.testing import CliRunner
 
-from orchestrator.cli.app import app
 from orchestrator.relay.logins import CodexLogin
 from orchestrator.relay.policy import StaticCredential
 from orchestrator.run.relay_setup import CredentialRoute, RelayConfigError, credential_routes, parse_grant, relay_policy, with_grants
@@ -158,10 +157,6 @@ def test_allow_credential_values_name_hosts_as_the_relay_reaches_them():
 # The command line ------------------------------------------------------------------------------------------------
 
 
-def invoke(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(app, list(args), env=env)
-
-
 def write_spec(tmp_path: Path, relay: dict, agent: dict = CODEX) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump({"benchmark": "CartPole-v1", "agent": agent, "relay": relay}))
@@ -169,30 +164,30 @@ def write_spec(tmp_path: Path, relay: dict, agent: dict = CODEX) -> Path:
 
 
 def test_spec_check_prints_which_credential_goes_to_which_host_never_its_value(tmp_path):
-    result = invoke("spec", "check", str(write_spec(tmp_path, {})), env={"OPENAI_API_KEY": "sk-never-printed"})
-    assert result.exit_code == 0, result.output
+    result = invoke_cli("spec", "check", str(write_spec(tmp_path, {})), env={"OPENAI_API_KEY": "sk-never-printed"})
+    assert result.exit_code == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[1:] == ["relay: OPENAI_API_KEY -> api.openai.com (model requests)"]
-    document = json.loads(invoke("spec", "check", str(write_spec(tmp_path, {})), "--json",
-                                 env={"OPENAI_API_KEY": "sk-never-printed"}).stdout)
+    document = json.loads(invoke_cli("spec", "check", str(write_spec(tmp_path, {})), "--json",
+                                     env={"OPENAI_API_KEY": "sk-never-printed"}).stdout)
     assert document["valid"] and document["relay"] == [{"credential": "OPENAI_API_KEY", "host": "api.openai.com",
                                                         "purpose": "model requests"}]
-    assert "sk-never-printed" not in result.output + json.dumps(document)
-    local = invoke("spec", "check", str(write_spec(tmp_path, {"profile": "openai-compatible", "upstream": "http://127.0.0.1:8000"},
-                                                   COMMAND)))
+    assert "sk-never-printed" not in result.stdout + result.stderr + json.dumps(document)
+    local = invoke_cli("spec", "check", str(write_spec(tmp_path, {"profile": "openai-compatible", "upstream": "http://127.0.0.1:8000"},
+                                                       COMMAND)))
     assert local.exit_code == 0 and local.stdout.splitlines()[1:] == ["relay: no credential -> 127.0.0.1:8000 (model requests)"]
 
 
 def test_spec_check_refuses_a_credential_for_another_host_and_names_the_flag_that_allows_it(tmp_path):
     spec = write_spec(tmp_path, {"upstream": "https://collector.example"})
-    refused = invoke("spec", "check", str(spec), env={"OPENAI_API_KEY": "sk-x"})
+    refused = invoke_cli("spec", "check", str(spec), env={"OPENAI_API_KEY": "sk-x"})
     assert refused.exit_code == 1
     assert refused.stderr.strip() == (f"{spec}: relay.upstream: the spec sends OPENAI_API_KEY to collector.example (its place is "
                                       "api.openai.com); allow it with --allow-credential OPENAI_API_KEY@collector.example if you mean it")
-    allowed = invoke("spec", "check", str(spec), "--allow-credential", "OPENAI_API_KEY@collector.example", env={"OPENAI_API_KEY": "sk-x"})
-    assert allowed.exit_code == 0, allowed.output
+    allowed = invoke_cli("spec", "check", str(spec), "--allow-credential", "OPENAI_API_KEY@collector.example", env={"OPENAI_API_KEY": "sk-x"})
+    assert allowed.exit_code == 0, allowed.stdout + allowed.stderr
     assert allowed.stdout.splitlines()[1:] == ["relay: OPENAI_API_KEY -> collector.example (model requests)"]
-    malformed = invoke("spec", "check", str(spec), "--allow-credential", "collector.example")
-    assert malformed.exit_code == 2 and "--allow-credential" in malformed.output
+    malformed = invoke_cli("spec", "check", str(spec), "--allow-credential", "collector.example")
+    assert malformed.exit_code == 2 and "--allow-credential" in malformed.stdout + malformed.stderr
 
 
 class _RecordingDriver:
@@ -213,12 +208,12 @@ def test_run_prints_where_each_credential_goes_and_carries_the_leave_to_the_run(
     monkeypatch.setattr("orchestrator.run.driver.RunDriver", _RecordingDriver)
     monkeypatch.setattr(_RecordingDriver, "seen", [])
     spec = write_spec(tmp_path, {"upstream": "https://collector.example"})
-    refused = invoke("run", str(spec), "-o", str(tmp_path / "run"), env={"OPENAI_API_KEY": "sk-x"})
+    refused = invoke_cli("run", str(spec), "-o", str(tmp_path / "run"), env={"OPENAI_API_KEY": "sk-x"})
     assert refused.exit_code == 1 and "relay.upstream: the spec sends OPENAI_API_KEY to collector.example" in refused.stderr
     assert "--allow-credential OPENAI_API_KEY@collector.example" in refused.stderr and _RecordingDriver.seen == []
-    ran = invoke("run", str(spec), "-o", str(tmp_path / "run"), "--allow-credential", "OPENAI_API_KEY@collector.example",
-                 env={"OPENAI_API_KEY": "sk-x"})
-    assert ran.exit_code == 0, ran.output
+    ran = invoke_cli("run", str(spec), "-o", str(tmp_path / "run"), "--allow-credential", "OPENAI_API_KEY@collector.example",
+                     env={"OPENAI_API_KEY": "sk-x"})
+    assert ran.exit_code == 0, ran.stdout + ran.stderr
     assert "relay: OPENAI_API_KEY -> collector.example (model requests)" in ran.stderr.splitlines()
     (given,) = _RecordingDriver.seen
     assert given.relay.granted == (("OPENAI_API_KEY", "collector.example"),)
@@ -243,12 +238,12 @@ def test_suite_run_checks_each_runs_credential_with_the_leave_given_and_passes_i
     suite.write_text(yaml.safe_dump({"name": "far", "benchmarks": ["cartpole"],
                                      "agents": [{"name": "cx", "agent": CODEX, "relay": {"upstream": "https://collector.example"}}]}))
     short = Path(tempfile.mkdtemp(prefix="s-"))  # a Run's socket paths must stay short
-    refused = invoke("suite", "run", str(suite), "-o", str(short / "refused"), env={"OPENAI_API_KEY": "sk-x"})
+    refused = invoke_cli("suite", "run", str(suite), "-o", str(short / "refused"), env={"OPENAI_API_KEY": "sk-x"})
     assert refused.exit_code == 1 and "--allow-credential OPENAI_API_KEY@collector.example" in refused.stderr
     assert started == [] and not (short / "refused").exists()
-    allowed = invoke("suite", "run", str(suite), "-o", str(short / "allowed"), "--allow-credential",
-                     "OPENAI_API_KEY@collector.example", env={"OPENAI_API_KEY": "sk-x"})
-    assert "Runs are not done" in allowed.stderr, allowed.output  # the stand-in ran none of them
+    allowed = invoke_cli("suite", "run", str(suite), "-o", str(short / "allowed"), "--allow-credential",
+                         "OPENAI_API_KEY@collector.example", env={"OPENAI_API_KEY": "sk-x"})
+    assert "Runs are not done" in allowed.stderr, allowed.stdout + allowed.stderr  # the stand-in ran none of them
     shutil.rmtree(short)
     (argv,) = started
     assert argv[argv.index("--allow-credential") + 1] == "OPENAI_API_KEY@collector.example"

@@ -15,7 +15,7 @@ import click
 import pytest
 import typer
 import yaml
-from typer.testing import CliRunner
+from support.cli import invoke_cli
 
 from orchestrator.cli.app import app
 
@@ -203,6 +203,6 @@ def test_tutorial_policy_beats_the_baseline_and_its_run_spec_checks(tmp_path: Pa
     spec = (ROOT / "examples" / "cartpole.yaml").read_text().replace("seed: 0\n", f"seed: 0\n{line}\n", 1)
     assert line in spec
     (mine / "run.yaml").write_text(spec)
-    result = CliRunner().invoke(app, ["spec", "check", str(mine / "run.yaml"), "--json"])
-    assert result.exit_code == 0, result.output
+    result = invoke_cli("spec", "check", str(mine / "run.yaml"), "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["valid"] is True

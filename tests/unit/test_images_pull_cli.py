@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
+from support.cli import invoke_cli
 
-from orchestrator.cli.app import app
 from orchestrator.images.registry import RegistryError
 
 ID = "sha256:" + "ab" * 32
@@ -23,8 +22,8 @@ ID = "sha256:" + "ab" * 32
 def test_a_pushed_file_that_is_not_a_pushs_output_is_refused_before_anything_is_pulled(tmp_path, content, problem):
     pushed = tmp_path / "pushed.json"
     pushed.write_text(content)
-    result = CliRunner().invoke(app, ["images", "pull", "--registry", "127.0.0.1:1", "--pushed", str(pushed)])
-    assert result.exit_code == 1, result.output
+    result = invoke_cli("images", "pull", "--registry", "127.0.0.1:1", "--pushed", str(pushed))
+    assert result.exit_code == 1, result.stdout + result.stderr
     assert f"--pushed {pushed}" in result.stderr and problem in result.stderr
 
 
@@ -33,6 +32,6 @@ def test_a_pull_without_the_pushed_file_says_it_trusts_the_registrys_tags(monkey
         raise RegistryError("no engine in this test")
 
     monkeypatch.setattr("orchestrator.cli.images._builder", no_engine)
-    result = CliRunner().invoke(app, ["images", "pull", "--registry", "127.0.0.1:1"])
+    result = invoke_cli("images", "pull", "--registry", "127.0.0.1:1")
     assert result.exit_code == 3 and "no engine in this test" in result.stderr
     assert "pulling by tag: give --pushed FILE" in result.stderr

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import invoke_cli
 
 from orchestrator.run.spec import RunSpec, SpecError, json_schema, load_spec
 
@@ -66,8 +65,8 @@ def test_json_schema_describes_every_top_level_key():
 
 def test_spec_check_prints_one_line_per_problem_and_fails(tmp_path):
     path = write(tmp_path, "benchmark: cartpole\nagent: {kind: scripted, steps: []}\nseed: -1\n")
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "spec", "check", str(path)], capture_output=True, text=True)
-    assert result.returncode == 1
+    result = invoke_cli("spec", "check", str(path))
+    assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"{path}: ") for line in lines)
     assert "Traceback" not in result.stderr

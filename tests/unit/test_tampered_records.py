@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import invoke_cli
 from support.fake_runs import FakeRun, FakeSubmission, make_run, write_program
 from test_replay_comparison import KEY, RecordedSandbox
 from test_suite_report import SUITE, fill
-from typer.testing import CliRunner
 
-from orchestrator.cli.app import app
 from orchestrator.images.catalogue import discover
 from orchestrator.kernel.program import ProgramError
 from orchestrator.records import safe_read, schema
@@ -199,19 +198,19 @@ def test_runs_show_prints_record_text_as_text(run_dir):
     (run_dir / "run.json").write_text(json.dumps(manifest))
     record = record_of(run_dir, "s0002")
     (run_dir / "submissions" / "s0002" / "record.json").write_text(json.dumps({**record, "selector": "[/][bold]x"}))
-    result = CliRunner().invoke(app, ["runs", "show", str(run_dir)])
-    assert result.exit_code == 0, result.output
-    assert "terminal reason: [/]\\x1b[2J\\x9b31m\\u202e" in result.output
-    assert "[/][bold]x" in result.output and "\x1b" not in result.output and "\x9b" not in result.output
+    result = invoke_cli("runs", "show", str(run_dir))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "terminal reason: [/]\\x1b[2J\\x9b31m\\u202e" in result.stdout + result.stderr
+    assert "[/][bold]x" in result.stdout + result.stderr and "\x1b" not in result.stdout + result.stderr and "\x9b" not in result.stdout + result.stderr
 
 
 def test_runs_export_of_a_run_whose_relay_folder_is_a_link_fails_naming_it(run_dir, tmp_path):
     (tmp_path / "relay").mkdir()
     (tmp_path / "relay" / "exchanges.1.jsonl").write_text(json.dumps({"seq": 1, "time": 1.0, "request": SECRET}) + "\n")
     (run_dir / "relay").symlink_to(tmp_path / "relay")
-    result = CliRunner().invoke(app, ["runs", "export", str(run_dir)])
-    assert result.exit_code == 1 and SECRET not in result.output
-    assert "relay: a symbolic link (not followed)" in result.output
+    result = invoke_cli("runs", "export", str(run_dir))
+    assert result.exit_code == 1 and SECRET not in result.stdout + result.stderr
+    assert "relay: a symbolic link (not followed)" in result.stdout + result.stderr
 
 
 # suites ------------------------------------------------------------------------------------
@@ -229,8 +228,8 @@ def test_a_suite_json_whose_paths_leave_the_suite_is_refused(suite_dir, field, v
     (suite_dir / "suite.json").write_text(json.dumps(manifest))
     with pytest.raises(schema.RecordError, match=r"suite.json: runs\.1"):
         build_report(suite_dir)
-    result = CliRunner().invoke(app, ["suite", "report", str(suite_dir)])
-    assert result.exit_code == 1 and "runs.1" in result.output
+    result = invoke_cli("suite", "report", str(suite_dir))
+    assert result.exit_code == 1 and "runs.1" in result.stdout + result.stderr
 
 
 def test_a_suite_run_directory_that_is_a_link_is_reported_not_read(suite_dir, tmp_path):

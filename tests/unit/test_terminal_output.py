@@ -7,11 +7,10 @@ import os
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
+from support.cli import invoke_cli
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from orchestrator.cli import evaluate
-from orchestrator.cli.app import app
 from orchestrator.cli.terminal import markup_safe, plain, visible
 from orchestrator.envcheck import EnvCheck, EnvReport
 from orchestrator.kernel.evaluation import Evaluation
@@ -88,8 +87,7 @@ def program_dir(tmp_path):
 
 def test_evaluate_prints_a_policys_hostile_reason_escaped_and_exits_normally(program_dir, monkeypatch):
     monkeypatch.setattr(evaluate, "_run", lambda *args, **kwargs: (hostile_evaluation(program_dir), {}))
-    result = CliRunner().invoke(app, ["evaluate", str(program_dir), "--benchmark", "cartpole", "--episodes", "2"])
-    assert result.exception is None, result.output
+    result = invoke_cli("evaluate", str(program_dir), "--benchmark", "cartpole", "--episodes", "2")
     assert result.exit_code == 0
     assert f"Episode 1: exception: {SHOWN}" in result.stdout
     assert "CartPole-v1 [/] · train · seed 0" in result.stdout
@@ -99,8 +97,8 @@ def test_evaluate_prints_a_policys_hostile_reason_escaped_and_exits_normally(pro
 
 def test_evaluate_says_a_hostile_program_file_name_escaped(program_dir):
     os.mkfifo(program_dir / "pipe [bold] \x1b[2J")  # a special file: the Program is refused, naming it
-    result = CliRunner().invoke(app, ["evaluate", str(program_dir), "--benchmark", "cartpole"])
-    assert not isinstance(result.exception, Exception), result.exception  # exit 1 is a SystemExit, no crash
+    result = invoke_cli("evaluate", str(program_dir), "--benchmark", "cartpole")
+    # exit 1 is a SystemExit, no crash: invoke_cli raises any exception the command let escape
     assert result.exit_code == 1
     assert "invalid Program" in result.stderr and "pipe [bold] \\x1b[2J" in result.stderr
     assert "\x1b" not in result.stderr
@@ -117,8 +115,8 @@ def test_env_test_prints_hostile_check_details_escaped_and_exits_with_the_checks
     # The command imports both when it runs (not with --help): patched where they live.
     monkeypatch.setattr("orchestrator.backends.engine.DockerEngine.connect", staticmethod(lambda: object()))
     monkeypatch.setattr("orchestrator.envcheck.check_environment", lambda *args, **kwargs: report)
-    result = CliRunner().invoke(app, ["env", "test", "env-x:1"])
-    assert not isinstance(result.exception, Exception), result.exception  # a failed check exits 1 (SystemExit), no crash
+    result = invoke_cli("env", "test", "env-x:1")
+    # a failed check exits 1 (SystemExit), no crash: invoke_cli raises any exception the command let escape
     assert result.exit_code == 1
     assert f"Episode 0: exception: {SHOWN}" in result.stdout
     assert "plans [/] episodes" in result.stdout and "X-v0 [/] in env-x:1 [/]" in result.stdout
