@@ -56,7 +56,10 @@ PROGRAM_MOUNT = "/epg/program"
 EXCHANGE_MOUNT = "/exchange"
 RUNNER_READY_S = 120.0  # a slow start on a loaded machine; a runner that exits is seen within RUNNER_ALIVE_CHECK_S
 RUNNER_ALIVE_CHECK_S = 0.25
-EXIT_WAIT_S = 3.0
+# How long a policy container that is dying (its socket closed, or killed) may take to stop before its exit is read:
+# gVisor tears a sandbox down in seconds on loaded cores, and an exit read too early loses the OOM flag. The same
+# bound as the Kubernetes backend's.
+EXIT_WAIT_S = 10.0
 
 
 def default_concurrency() -> int:

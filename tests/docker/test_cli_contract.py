@@ -17,7 +17,8 @@ from docker.errors import NotFound
 from docker.models.images import ImageCollection
 from support.cli import REPO, invoke_cli
 
-from orchestrator.backends.labels import IMAGE, INPUTS, MANAGED, SCOPE, selector
+from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE, SCOPE, selector
+from orchestrator.images.ownership import path_id
 
 BASELINE = REPO / "environments" / "cartpole" / "baseline"
 
@@ -49,7 +50,9 @@ def test_images_prune_json_lists_the_outdated_image_it_removed_and_keeps_the_cur
     own = f"test-prune-{secrets.token_hex(4)}"
     stale = f"epg-test/stale-{own}:1"
     dockerfile = f"FROM {images['env-probe']}\nLABEL org.evopolicygym.test=stale\n".encode()
-    labels = {MANAGED: "true", IMAGE: "env-probe", INPUTS: "0" * 64, SCOPE: own}
+    # Labelled as this checkout's build of the probe package, as images build labels what it makes.
+    labels = {MANAGED: "true", IMAGE: "env-probe", INPUTS: "0" * 64, SCOPE: own,
+              CHECKOUT: path_id(REPO), PACKAGE: path_id(REPO / "tests" / "environments" / "probe")}
     engine.client.images.build(fileobj=io.BytesIO(dockerfile), tag=stale, labels=labels, rm=True, forcerm=True)
     kept_ids = {engine.client.images.get(tag).id for tag in images.values()} | {builder.base_id()}
     listing = ImageCollection.list
@@ -61,7 +64,7 @@ def test_images_prune_json_lists_the_outdated_image_it_removed_and_keeps_the_cur
     try:
         result = invoke_cli("images", "prune", "--json", "--environments", "tests/environments")
         assert result.exit_code == 0, result.stderr
-        assert result.json() == {"removed": [stale]}
+        assert result.json() == {"removed": [stale], "kept": []}
         assert not engine.image_exists(stale)
         assert all(engine.image_exists(tag) for tag in images.values())
         assert engine.client.images.get(builder.base_id())
