@@ -39,12 +39,12 @@ def reason_to_keep(
     used = [f"{tag} is current for the checkout at {(elsewhere or {})[tag]}" for tag in tags if tag in (elsewhere or {})]
     if used:
         return used[0]
-    owner = labels.get(CHECKOUT)
+    owner = labels.get(CHECKOUT) or None  # empty: an image built FROM one of ours cannot drop the label, only blank it
     if owner is None:
         return "no checkout label (built before checkouts were labelled, or not by images build): remove it by hand"
     if owner != checkout:
         return f"built by another checkout ({CHECKOUT}={owner})"
-    package = labels.get(PACKAGE)
+    package = labels.get(PACKAGE) or None
     if package is not None and package not in packages:
         return f"built from an environment package outside this catalogue ({PACKAGE}={package}); name its root with --environments"
     return None

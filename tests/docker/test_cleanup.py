@@ -78,7 +78,7 @@ def test_images_prune_removes_only_this_checkouts_outdated_images(engine, images
         "ours-env-outdated": {**managed, CHECKOUT: ours, PACKAGE: path_id(probe.root)},
         "ours-env-of-another-catalogue": {**managed, CHECKOUT: ours, PACKAGE: path_id(tmp_path / "elsewhere")},
         "theirs-outdated": {**managed, CHECKOUT: theirs},
-        "unlabelled": managed,
+        "unlabelled": {**managed, CHECKOUT: ""},  # built FROM one of ours, it can only blank the label it inherits
         "ours-outdated-but-current-elsewhere": {**managed, CHECKOUT: ours},
     }
     tags = {name: f"epg/prune-probe:{scope}-{name}" for name in made}
