@@ -47,7 +47,9 @@ def test_leftovers_of_a_dead_process_are_reaped_and_live_ones_kept(engine, image
     try:
         report = reap_orphans(engine)
         remaining = {c.id for c in engine.client.containers.list(all=True, filters={"label": selector(scope=scope)})}
-        assert report.containers >= 1
+        # Every Run starting on another worker reaps orphans too and may have taken this one first, so the count
+        # proves nothing here; what must hold is that the orphan is gone, the live one kept and nothing failed.
+        assert report.errors == []
         assert orphan.id not in remaining
         assert alive.id in remaining
     finally:
