@@ -166,7 +166,7 @@ class _Session:
 def _epg_session(request: pytest.FixtureRequest):
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.labels import LabelSet, owner_id, selector
-    from orchestrator.kernel.codes import InfrastructureError
+    from orchestrator.kernel.infrastructure import InfrastructureError
 
     try:
         engine = DockerEngine.connect()
@@ -341,7 +341,7 @@ def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: Environmen
 def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: str, package: EnvironmentPackage,
                        benchmark_id: str, entry: str) -> EvaluationFeedback:
     from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
-    from orchestrator.kernel.codes import InfrastructureError
+    from orchestrator.kernel.infrastructure import InfrastructureError
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.kernel.program import ProgramError, capture_program
 
@@ -369,7 +369,7 @@ def _ensure(state: _Session, names: list[str], roots: list[Path]) -> list[str]:
     """Build (or find up to date) the named images; return their tags. Fails the test on a build fault."""
     from orchestrator.images.builder import ImageBuilder
     from orchestrator.images.catalogue import CatalogueError
-    from orchestrator.kernel.codes import InfrastructureError
+    from orchestrator.kernel.infrastructure import InfrastructureError
 
     try:
         builder = ImageBuilder(state.engine.client, base=state.base, environments=roots)

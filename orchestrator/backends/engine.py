@@ -12,7 +12,7 @@ from docker.models.containers import Container
 from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.container_spec import ContainerSpec, to_docker_kwargs
 from orchestrator.backends.labels import MANAGED
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from epg_sdk.protocol import values
 from epg_sdk.protocol.codes import OUTCOMES
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.pool import ContainerPool
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 from orchestrator.protocol.records import outcome_to_proto_record

@@ -43,7 +43,7 @@ from orchestrator.backends.runner_calls import (
     run_over_lanes,
     runner_outcome,
 )
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program

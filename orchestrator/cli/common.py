@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from orchestrator.cli.terminal import plain
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.units import parse_bytes
 
 # Off a terminal (pipes, CI logs, tests) tables get room instead of 80 columns.

@@ -12,7 +12,7 @@ from rich.text import Text
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Base, Environments, Json, Scope, environment_roots
 from orchestrator.cli.terminal import plain
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 if TYPE_CHECKING:
     from orchestrator.envcheck import EnvReport

@@ -30,7 +30,7 @@ from orchestrator.cli.options import (
     environment_roots,
 )
 from orchestrator.cli.terminal import plain
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import Program, ProgramError, capture_program
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json, require_extra
 from orchestrator.cli.options import Backend, Environments, Json, KubeContext, KubeNamespace, environment_roots
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 if TYPE_CHECKING:
     from orchestrator.backends.kubernetes.manifests import ClusterTarget

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json
 from orchestrator.cli.options import Base, Environments, Json, environment_roots
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 if TYPE_CHECKING:
     from orchestrator.images.builder import ImageBuilder

@@ -10,7 +10,7 @@ import typer
 
 from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage
 from orchestrator.cli.options import AllowCredential, Base, Environments, OutputDir, Scope, credential_grants, environment_roots
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import ProgramError
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import RecordError

@@ -14,7 +14,7 @@ from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, js
 from orchestrator.cli.options import AllowCredential, Base, Environments, Json, OutputDir, Scope, credential_grants, environment_roots
 from orchestrator.cli.run import image_checker, require_backend
 from orchestrator.cli.terminal import one_line
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.records import safe_read
 from orchestrator.records.schema import RecordError
 

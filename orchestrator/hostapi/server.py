@@ -41,7 +41,7 @@ from google.protobuf.message import DecodeError
 from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
 from orchestrator.hostapi.errors import ERROR_METADATA_KEY, GRPC_STATUS
-from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.ports import SubmitReceipt
 from orchestrator.kernel.session import StatusView
 
@@ -107,15 +107,15 @@ class RequestGuard(grpc.ServerInterceptor):
             self._authenticate(context)
             raw = next(messages, None)
             if raw is None:
-                _abort(context, RequestRejected(SessionError.MALFORMED_REQUEST, "the call carried no request message"))
+                _abort(context, RequestRejected(RejectionCode.MALFORMED_REQUEST, "the call carried no request message"))
             if len(raw) > MAX_REQUEST_BYTES:
                 _abort(context, RequestRejected(
-                    SessionError.REQUEST_TOO_LARGE, f"the request is {len(raw)} bytes, over the limit of {MAX_REQUEST_BYTES}"))
+                    RejectionCode.REQUEST_TOO_LARGE, f"the request is {len(raw)} bytes, over the limit of {MAX_REQUEST_BYTES}"))
             try:
                 request = parse(raw)
             except DecodeError:
                 _abort(context, RequestRejected(
-                    SessionError.MALFORMED_REQUEST, "the request bytes are not a valid request message of this method"))
+                    RejectionCode.MALFORMED_REQUEST, "the request bytes are not a valid request message of this method"))
             return behavior(request, context)
 
         return guarded
@@ -123,12 +123,12 @@ class RequestGuard(grpc.ServerInterceptor):
     def _unknown_method(self, messages: Iterator[bytes], context: grpc.ServicerContext) -> NoReturn:
         self._authenticate(context)
         _abort(context, RequestRejected(
-            SessionError.UNKNOWN_METHOD, f"no such method: the Host API (epg.v1.HostApi) has {', '.join(HOST_API_METHODS)}"))
+            RejectionCode.UNKNOWN_METHOD, f"no such method: the Host API (epg.v1.HostApi) has {', '.join(HOST_API_METHODS)}"))
 
     def _authenticate(self, context: grpc.ServicerContext) -> None:
         supplied = dict(context.invocation_metadata()).get("authorization", "")
         if not hmac.compare_digest(supplied.encode(), self._expected):
-            _abort(context, RequestRejected(SessionError.UNAUTHENTICATED, "missing or wrong bearer token"))
+            _abort(context, RequestRejected(RejectionCode.UNAUTHENTICATED, "missing or wrong bearer token"))
 
 
 class HostApiServicer(pb_grpc.HostApiServicer):
@@ -147,7 +147,7 @@ class HostApiServicer(pb_grpc.HostApiServicer):
             _abort(context, rejected)
         except Exception:  # a Host bug must still answer with a code, and be logged
             log.exception("Host API call failed")
-            _abort(context, RequestRejected(SessionError.INTERNAL, "the Host failed to answer this call"))
+            _abort(context, RequestRejected(RejectionCode.INTERNAL, "the Host failed to answer this call"))
 
     # methods -------------------------------------------------------------------
     def GetTask(self, request: pb.TaskRequest, context: grpc.ServicerContext) -> pb.Task:
@@ -160,7 +160,7 @@ class HostApiServicer(pb_grpc.HostApiServicer):
 
     def Submit(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.SubmitReceipt:
         if len(request.episodes) > MAX_SELECTOR_CHARS:
-            _abort(context, RequestRejected(SessionError.INVALID_SELECTOR, f"selector longer than {MAX_SELECTOR_CHARS} characters"))
+            _abort(context, RequestRejected(RejectionCode.INVALID_SELECTOR, f"selector longer than {MAX_SELECTOR_CHARS} characters"))
         result = self._call(context, self._host.submit, request.episodes)
         return pb.SubmitReceipt(
             submission_id=result.submission_id,
@@ -175,7 +175,7 @@ class HostApiServicer(pb_grpc.HostApiServicer):
 
     def Finish(self, request: pb.FinishRequest, context: grpc.ServicerContext) -> pb.FinishReceipt:
         if len(request.candidates) > MAX_CANDIDATES_LISTED:
-            _abort(context, RequestRejected(SessionError.TOO_MANY_CANDIDATES, f"more than {MAX_CANDIDATES_LISTED} candidates listed"))
+            _abort(context, RequestRejected(RejectionCode.TOO_MANY_CANDIDATES, f"more than {MAX_CANDIDATES_LISTED} candidates listed"))
         candidates = self._call(context, self._host.finish, list(request.candidates))
         return pb.FinishReceipt(candidates=list(candidates))
 

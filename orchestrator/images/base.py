@@ -16,7 +16,7 @@ from docker.errors import APIError, DockerException, ImageNotFound
 from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED
 from orchestrator.images.catalogue import REPO_ROOT
 from orchestrator.images.ownership import path_id
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 DEFAULT_BASE = "python:3.11-slim"
 SUITE = "bookworm"

@@ -35,7 +35,7 @@ from orchestrator.images.recipes import (
     policy_runtime_recipe,
     sdk_layer_recipe,
 )
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 Progress = Callable[[str], None]
 TARGET_PYTHON = "3.11"

@@ -14,7 +14,7 @@ from typing import Protocol
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 _NO_EXTRAS = ("--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances")
 _DEPENDENCY = re.compile(r"^ ([ |])(Depends|PreDepends): (.+)$")

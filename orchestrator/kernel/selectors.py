@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 
 _ITEM = re.compile(r"[ \t]*([0-9]+)(?:[ \t]*:[ \t]*([0-9]+))?[ \t]*")
 
@@ -39,9 +39,9 @@ def parse_selector(text: str, pool_size: int) -> tuple[int, ...]:
     if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
         raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
     if not isinstance(text, str):
-        raise SelectorError(SessionError.INVALID_SELECTOR, "the selector must be text")
+        raise SelectorError(RejectionCode.INVALID_SELECTOR, "the selector must be text")
     if not text.strip():
-        raise SelectorError(SessionError.INVALID_SELECTOR, "the selector is empty: give indices such as 0:8,12")
+        raise SelectorError(RejectionCode.INVALID_SELECTOR, "the selector is empty: give indices such as 0:8,12")
     items = [_item(position, raw) for position, raw in enumerate(text.split(","), start=1)]
 
     indices: list[int] = []
@@ -50,13 +50,13 @@ def parse_selector(text: str, pool_size: int) -> tuple[int, ...]:
         # Compared as digit strings: a number with thousands of digits must not reach int().
         if not _less(start, limit) or (stop is not None and _less(limit, stop)):
             raise SelectorError(
-                SessionError.INDEX_OUT_OF_RANGE,
+                RejectionCode.INDEX_OUT_OF_RANGE,
                 f"{_shown(start, stop)} goes outside the pool: its indices run from 0 to {pool_size - 1}",
             )
         first = int(start)
         if indices and first <= indices[-1]:
             raise SelectorError(
-                SessionError.INVALID_SELECTOR,
+                RejectionCode.INVALID_SELECTOR,
                 f"index {first} does not come after index {indices[-1]}: indices must be strictly increasing"
                 " (no repeats, no overlapping ranges, in order)",
             )
@@ -94,18 +94,18 @@ def format_selector(indices: Iterable[int]) -> str:
 def _item(position: int, raw: str) -> tuple[str, str | None]:
     """Return the (start, stop) digit strings of one item, stop None for a single index."""
     if not raw.strip():
-        raise SelectorError(SessionError.INVALID_SELECTOR, f"item {position} is empty (two commas in a row, or a comma at an end)")
+        raise SelectorError(RejectionCode.INVALID_SELECTOR, f"item {position} is empty (two commas in a row, or a comma at an end)")
     match = _ITEM.fullmatch(raw)
     if match is None:
         raise SelectorError(
-            SessionError.INVALID_SELECTOR,
+            RejectionCode.INVALID_SELECTOR,
             f"item {position} ({raw.strip()!r}) is neither an index N nor a range A:B of unsigned decimal integers",
         )
     start = _digits(match.group(1))
     stop = _digits(match.group(2)) if match.group(2) is not None else None
     if stop is not None and not _less(start, stop):
         raise SelectorError(
-            SessionError.INVALID_SELECTOR,
+            RejectionCode.INVALID_SELECTOR,
             f"item {position} ({raw.strip()!r}) is an empty range: A:B selects A to B-1 and needs A < B",
         )
     return start, stop

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.selectors import format_selector, parse_selector
 
 __all__ = [
     "Budget",
     "FinishPolicy",
     "RequestRejected",
-    "SessionError",
+    "RejectionCode",
     "SessionEvent",
     "SessionState",
     "StatusView",
@@ -293,27 +293,27 @@ class SessionState:
     def _checked_indices(self, selector: str) -> tuple[int, ...]:
         f, b = self._fields, self._budget
         if f.finished:
-            raise RequestRejected(SessionError.ALREADY_FINISHED, "the Run is finished: no more Submissions")
+            raise RequestRejected(RejectionCode.ALREADY_FINISHED, "the Run is finished: no more Submissions")
         if f.closed:
-            raise RequestRejected(SessionError.SESSION_CLOSED, "the agent phase is ending: no more Submissions")
+            raise RequestRejected(RejectionCode.SESSION_CLOSED, "the agent phase is ending: no more Submissions")
         if f.in_flight is not None:
             raise RequestRejected(
-                SessionError.BUSY, f"Submission {f.in_flight} is still being evaluated: submit again once it is done"
+                RejectionCode.BUSY, f"Submission {f.in_flight} is still being evaluated: submit again once it is done"
             )
         indices = parse_selector(selector, b.pool_size)
         if b.max_episodes_per_submission is not None and len(indices) > b.max_episodes_per_submission:
             raise RequestRejected(
-                SessionError.TOO_MANY_EPISODES,
+                RejectionCode.TOO_MANY_EPISODES,
                 f"{len(indices)} Episodes selected; a Submission may use at most {b.max_episodes_per_submission}",
             )
         if f.submissions_used >= b.max_submissions:
             raise RequestRejected(
-                SessionError.SUBMISSIONS_EXHAUSTED, f"all {b.max_submissions} Submissions of the Budget are used"
+                RejectionCode.SUBMISSIONS_EXHAUSTED, f"all {b.max_submissions} Submissions of the Budget are used"
             )
         left = b.episodes - f.episodes_used
         if len(indices) > left:
             raise RequestRejected(
-                SessionError.BUDGET_EXHAUSTED, f"{len(indices)} Episodes selected but only {left} left in the Budget"
+                RejectionCode.BUDGET_EXHAUSTED, f"{len(indices)} Episodes selected but only {left} left in the Budget"
             )
         return indices
 
@@ -388,34 +388,34 @@ class SessionState:
         with self._lock:
             f, b = self._fields, self._budget
             if f.finished:
-                raise RequestRejected(SessionError.ALREADY_FINISHED, "the Run is already finished")
+                raise RequestRejected(RejectionCode.ALREADY_FINISHED, "the Run is already finished")
             if f.closed:
-                raise RequestRejected(SessionError.SESSION_CLOSED, "the agent phase is ending: it can no longer be finished")
+                raise RequestRejected(RejectionCode.SESSION_CLOSED, "the agent phase is ending: it can no longer be finished")
             if f.in_flight is not None:
                 raise RequestRejected(
-                    SessionError.BUSY, f"Submission {f.in_flight} is still being evaluated: finish once it is done"
+                    RejectionCode.BUSY, f"Submission {f.in_flight} is still being evaluated: finish once it is done"
                 )
             candidates = tuple(candidate_ids)
             if not candidates:
-                raise RequestRejected(SessionError.NO_CANDIDATES, "name at least one completed Submission as a candidate")
+                raise RequestRejected(RejectionCode.NO_CANDIDATES, "name at least one completed Submission as a candidate")
             for candidate in candidates:
                 known = f.submissions.get(candidate) if isinstance(candidate, str) else None
                 if known is None or known.state is not SubmissionState.COMPLETED:
                     why = "does not exist" if known is None else f"is {known.state.value}, not completed"
-                    raise RequestRejected(SessionError.UNKNOWN_SUBMISSION, f"candidate {candidate!r} {why}")
+                    raise RequestRejected(RejectionCode.UNKNOWN_SUBMISSION, f"candidate {candidate!r} {why}")
             seen: set[str] = set()
             for candidate in candidates:
                 if candidate in seen:
-                    raise RequestRejected(SessionError.DUPLICATE_CANDIDATE, f"candidate {candidate!r} is named twice")
+                    raise RequestRejected(RejectionCode.DUPLICATE_CANDIDATE, f"candidate {candidate!r} is named twice")
                 seen.add(candidate)
             if len(candidates) > b.max_candidates:
                 raise RequestRejected(
-                    SessionError.TOO_MANY_CANDIDATES,
+                    RejectionCode.TOO_MANY_CANDIDATES,
                     f"{len(candidates)} candidates named; at most {b.max_candidates} are validated",
                 )
             if b.finish_policy is FinishPolicy.REQUIRE_EXHAUSTION and not self._exhausted_locked():
                 raise RequestRejected(
-                    SessionError.FINISH_NOT_ALLOWED,
+                    RejectionCode.FINISH_NOT_ALLOWED,
                     f"this Run requires the Budget to be spent before finishing: {b.episodes - f.episodes_used}"
                     f" Episodes and {b.max_submissions - f.submissions_used} Submissions are left",
                 )

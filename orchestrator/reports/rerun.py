@@ -34,7 +34,7 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     Returns a report per target and the images used. Raises records.schema.RecordError (also for a spec.yaml that is a
     link, not a regular file or larger than safe_read.MAX_TEXT_BYTES), run.spec.SpecError,
     run.seed_key.SeedKeyError, reports.replay.ReplayError, images.catalogue.CatalogueError (bad input) and
-    kernel.codes.InfrastructureError.
+    kernel.infrastructure.InfrastructureError.
     """
     run = load_run(run_dir)
     for target in targets:

@@ -14,8 +14,8 @@ import time
 import traceback
 from typing import Any, Callable
 
-from orchestrator.kernel.codes import InfrastructureError
-from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.infrastructure import InfrastructureError
+from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
@@ -86,7 +86,7 @@ class RunHost:
         try:
             program = capture_workspace_program(self._records.workspace, self._agent)
         except ProgramError as exc:
-            raise RequestRejected(SessionError.INVALID_PROGRAM, f"{exc.message} (nothing was spent)") from None
+            raise RequestRejected(RejectionCode.INVALID_PROGRAM, f"{exc.message} (nothing was spent)") from None
         with self._settling:
             view = self._state.admit(selector, program.digest)
             self._records.store_program(program)
@@ -101,7 +101,7 @@ class RunHost:
             raise self._failed(view, exc) from None
         with self._settling:
             if self._state.in_flight() != view.id:  # close() voided it meanwhile: nothing of it is written
-                raise RequestRejected(SessionError.SESSION_CLOSED,
+                raise RequestRejected(RejectionCode.SESSION_CLOSED,
                                       f"the agent phase ended before {view.id} was evaluated; nothing was spent")
             try:
                 receipt = self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
@@ -119,8 +119,8 @@ class RunHost:
                 evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
                 self._void(view, PHASE_ENDED if cancelled else code, str(exc), evidence)
         if cancelled:
-            return RequestRejected(SessionError.SESSION_CLOSED, f"the agent phase ended before {view.id} was evaluated; nothing was spent")
-        return RequestRejected(SessionError.INTERNAL, f"the evaluation failed on the Host's side ({code}); nothing was spent")
+            return RequestRejected(RejectionCode.SESSION_CLOSED, f"the agent phase ended before {view.id} was evaluated; nothing was spent")
+        return RequestRejected(RejectionCode.INTERNAL, f"the evaluation failed on the Host's side ({code}); nothing was spent")
 
     def finish(self, candidates: list[str]) -> tuple[str, ...]:
         with self._settling:

@@ -20,7 +20,7 @@ from orchestrator.backends.labels import LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS, resolve_benchmark
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_ENVIRONMENTS = REPO / "tests" / "environments"

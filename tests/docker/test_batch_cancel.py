@@ -11,7 +11,7 @@ import threading
 import time
 
 from orchestrator.backends.sandbox import SandboxTuning
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.ports import EpisodeJob
 from orchestrator.kernel.program import capture_program
 

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 
 class _EngineWithout:

@@ -14,7 +14,7 @@ from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EpgTable, load_package
 from orchestrator.images.debian import Alternative, DebianPackage, HostApt, closure, parse_depends, parse_show, parse_status, resolve
 from orchestrator.images.recipes import ImageRecipe, environment_recipe
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 DEPENDS = """\
 libosmesa6

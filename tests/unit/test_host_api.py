@@ -32,8 +32,8 @@ from epg_sdk.codes import EpisodeStatus, FailureCode
 from orchestrator.hostapi import errors as hostapi_errors
 from orchestrator.hostapi.errors import GRPC_STATUS, PROTO_CODES
 from orchestrator.hostapi.server import MAX_CONCURRENT_RPCS, MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.errors import SessionError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.rejections import RejectionCode
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program, capture_program
@@ -562,7 +562,7 @@ def test_an_unexpected_sandbox_exception_is_a_coded_refusal_and_does_not_wedge_t
     except HostApiError as exc:
         later = exc
 
-    assert error.code in {e.value for e in SessionError} and not isinstance(later, HostApiError), (error, later)
+    assert error.code in {e.value for e in RejectionCode} and not isinstance(later, HostApiError), (error, later)
     assert later["submission_id"] == "s0002"
     assert run.client.status()["episodes_used"] == 2
 
@@ -950,7 +950,7 @@ def test_a_request_grpc_would_refuse_itself_gets_a_typed_code_and_changes_nothin
     error = raw_bytes_call(run, path, payload, AUTHORIZED)
 
     assert (error.code(), trailing_code(error)) == (status, code), error.details()
-    assert GRPC_STATUS[SessionError(code)] is status
+    assert GRPC_STATUS[RejectionCode(code)] is status
     assert run.snapshot() == before
 
 
@@ -1103,8 +1103,8 @@ def proto_error_codes() -> dict[str, int]:
 
 
 def test_error_mirrors_cover_every_session_error():
-    assert set(PROTO_CODES) == set(SessionError)
-    assert set(GRPC_STATUS) == set(SessionError)
+    assert set(PROTO_CODES) == set(RejectionCode)
+    assert set(GRPC_STATUS) == set(RejectionCode)
     assert all(isinstance(status, grpc.StatusCode) and status is not grpc.StatusCode.OK for status in GRPC_STATUS.values())
 
 
@@ -1116,7 +1116,7 @@ def test_proto_codes_cover_every_proto_error_code_except_unspecified_one_to_one(
     assert pb.ERROR_CODE_UNSPECIFIED not in PROTO_CODES.values()
     names = {number: name for name, number in numbers.items()}
     for error, number in PROTO_CODES.items():
-        # The trailing metadata carries the lower_snake form of the proto name: the SessionError value.
+        # The trailing metadata carries the lower_snake form of the proto name: the RejectionCode value.
         assert names[number] == "ERROR_CODE_" + error.value.upper()
 
 
@@ -1126,7 +1126,7 @@ def test_client_and_server_agree_on_the_error_metadata_key():
 
 def test_the_client_reads_an_uncoded_refusal_as_the_session_error_the_server_answers_with_the_same_status():
     for status, code in session_client.UNCODED_REFUSALS.items():
-        assert GRPC_STATUS[SessionError(code)] is status
+        assert GRPC_STATUS[RejectionCode(code)] is status
 
 
 def test_the_api_is_served_at_a_socket_path_longer_than_a_unix_socket_address_allows(tmp_path: Path):

@@ -24,7 +24,7 @@ from orchestrator.backends.kubernetes.manifests import (
 )
 from orchestrator.backends.kubernetes.owners import process_owner, stale_owners
 from orchestrator.backends.labels import LabelSet
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 LABELS = LabelSet(session="a1b2c3d4e5f6", owner="h_1_abc", scope="test-x").for_role("episode")
 IMAGES = PodImages(environment="epg/env-cartpole:abc", policy_runtime="epg/policy-runtime:def", benchmark_entry="m:B")

@@ -11,7 +11,7 @@ from epg.v1 import runner_pb2
 from epg_sdk.codes import RunnerOutcome
 from epg_sdk.protocol import values
 from orchestrator.backends.runner_calls import benchmark_info, evaluation_feedback, runner_outcome
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.ports import EpisodeJob, PlannedEpisode
 
 NON_FINITE = [math.nan, math.inf, -math.inf]

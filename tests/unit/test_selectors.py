@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.selectors import SelectorError, format_selector, parse_selector
 
 POOL = 32
@@ -71,7 +71,7 @@ def test_valid_selectors_expand_to_strictly_increasing_indices(text, expected):
 def test_malformed_selectors_are_invalid_selector(text):
     with pytest.raises(SelectorError) as caught:
         parse_selector(text, POOL)
-    assert caught.value.code is SessionError.INVALID_SELECTOR
+    assert caught.value.code is RejectionCode.INVALID_SELECTOR
     assert caught.value.message
 
 
@@ -89,7 +89,7 @@ def test_malformed_selectors_are_invalid_selector(text):
 def test_indices_that_are_not_strictly_increasing_are_invalid_and_the_message_names_the_index(text, index):
     with pytest.raises(SelectorError) as caught:
         parse_selector(text, POOL)
-    assert caught.value.code is SessionError.INVALID_SELECTOR
+    assert caught.value.code is RejectionCode.INVALID_SELECTOR
     assert f"index {index} " in caught.value.message
 
 
@@ -97,7 +97,7 @@ def test_indices_that_are_not_strictly_increasing_are_invalid_and_the_message_na
 def test_indices_outside_the_pool_are_index_out_of_range(text):
     with pytest.raises(SelectorError) as caught:
         parse_selector(text, POOL)
-    assert caught.value.code is SessionError.INDEX_OUT_OF_RANGE
+    assert caught.value.code is RejectionCode.INDEX_OUT_OF_RANGE
     assert "31" in caught.value.message
     assert len(caught.value.message) < 300
 
@@ -105,22 +105,22 @@ def test_indices_outside_the_pool_are_index_out_of_range(text):
 def test_a_malformed_item_anywhere_wins_over_an_index_out_of_range_before_it():
     with pytest.raises(SelectorError) as caught:
         parse_selector("40,a", POOL)
-    assert caught.value.code is SessionError.INVALID_SELECTOR
+    assert caught.value.code is RejectionCode.INVALID_SELECTOR
 
 
 def test_an_empty_range_made_of_huge_numbers_is_still_a_malformed_item():
     with pytest.raises(SelectorError) as caught:
         parse_selector("9" * 5000 + ":" + "1" * 5000, POOL)
-    assert caught.value.code is SessionError.INVALID_SELECTOR
+    assert caught.value.code is RejectionCode.INVALID_SELECTOR
 
 
 def test_items_are_checked_left_to_right_for_range_and_order():
     with pytest.raises(SelectorError) as first:
         parse_selector("40,2", POOL)
-    assert first.value.code is SessionError.INDEX_OUT_OF_RANGE
+    assert first.value.code is RejectionCode.INDEX_OUT_OF_RANGE
     with pytest.raises(SelectorError) as second:
         parse_selector("5,3,40", POOL)
-    assert second.value.code is SessionError.INVALID_SELECTOR
+    assert second.value.code is RejectionCode.INVALID_SELECTOR
 
 
 def test_the_pool_bound_is_exact():
@@ -128,7 +128,7 @@ def test_the_pool_bound_is_exact():
     assert parse_selector("0", 1) == (0,)
     with pytest.raises(SelectorError) as caught:
         parse_selector("1", 1)
-    assert caught.value.code is SessionError.INDEX_OUT_OF_RANGE
+    assert caught.value.code is RejectionCode.INDEX_OUT_OF_RANGE
     assert parse_selector("9:10", 10) == (9,)
     with pytest.raises(SelectorError):
         parse_selector("9:11", 10)
@@ -144,7 +144,7 @@ def test_a_selector_error_is_a_request_rejected_so_callers_catch_one_type():
 def test_text_that_is_not_a_string_is_an_invalid_selector():
     with pytest.raises(SelectorError) as caught:
         parse_selector(3, POOL)  # type: ignore[arg-type]
-    assert caught.value.code is SessionError.INVALID_SELECTOR
+    assert caught.value.code is RejectionCode.INVALID_SELECTOR
 
 
 @pytest.mark.parametrize("pool_size", [0, -1, True, 2.0])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.kernel.errors import RequestRejected, SessionError
+from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.session import (
     Budget,
     FinishPolicy,
@@ -61,7 +61,7 @@ class Logged:
         return view.id
 
 
-def rejected(state: SessionState, code: SessionError, call, *args):
+def rejected(state: SessionState, code: RejectionCode, call, *args):
     """Assert call(*args) is refused with code and leaves the whole status unchanged; return the message."""
     before = state.status()
     with pytest.raises(RequestRejected) as caught:
@@ -175,13 +175,13 @@ def test_already_finished_refuses_a_submission():
     s = Logged(budget())
     first = s.run("0", 1.0)
     s.finish([first])
-    rejected(s.state, SessionError.ALREADY_FINISHED, s.state.admit, "1", DIGEST)
+    rejected(s.state, RejectionCode.ALREADY_FINISHED, s.state.admit, "1", DIGEST)
 
 
 def test_busy_refuses_a_second_submission_while_one_is_in_flight():
     state = SessionState(budget())
     state.admit("0", DIGEST)
-    message = rejected(state, SessionError.BUSY, state.admit, "1", DIGEST)
+    message = rejected(state, RejectionCode.BUSY, state.admit, "1", DIGEST)
     assert "s0001" in message
 
 
@@ -190,9 +190,9 @@ def test_a_closed_session_refuses_submissions_and_the_finish_as_session_closed_a
     done = s.run("0:2", 1.0)
     s.state.close()
     assert s.state.closed
-    assert "ending" in rejected(s.state, SessionError.SESSION_CLOSED, s.state.admit, "2:4", DIGEST)
-    rejected(s.state, SessionError.SESSION_CLOSED, s.state.check, "2:4")
-    rejected(s.state, SessionError.SESSION_CLOSED, s.state.finish, [done])
+    assert "ending" in rejected(s.state, RejectionCode.SESSION_CLOSED, s.state.admit, "2:4", DIGEST)
+    rejected(s.state, RejectionCode.SESSION_CLOSED, s.state.check, "2:4")
+    rejected(s.state, RejectionCode.SESSION_CLOSED, s.state.finish, [done])
     s.state.close()  # twice is harmless
     assert s.state.status().episodes_used == 2
 
@@ -201,12 +201,12 @@ def test_closing_leaves_the_submission_in_flight_to_complete_or_void_and_a_finis
     state = SessionState(budget())
     running = state.admit("0:4", DIGEST)
     state.close()
-    rejected(state, SessionError.SESSION_CLOSED, state.admit, "4:8", DIGEST)  # not busy: closed comes first
+    rejected(state, RejectionCode.SESSION_CLOSED, state.admit, "4:8", DIGEST)  # not busy: closed comes first
     assert state.complete(running.id, 2.0, 0).state is SubmissionState.COMPLETED
     finished = Logged(budget())
     finished.finish([finished.run("0", 1.0)])
     finished.state.close()
-    rejected(finished.state, SessionError.ALREADY_FINISHED, finished.state.admit, "1", DIGEST)
+    rejected(finished.state, RejectionCode.ALREADY_FINISHED, finished.state.admit, "1", DIGEST)
 
 
 def test_a_replayed_session_is_open_again_whatever_the_live_one_was():
@@ -237,18 +237,18 @@ def test_waiting_until_settled_returns_as_soon_as_the_submission_in_flight_compl
 
 def test_a_malformed_selector_is_refused():
     state = SessionState(budget())
-    rejected(state, SessionError.INVALID_SELECTOR, state.admit, "3,2", DIGEST)
-    rejected(state, SessionError.INVALID_SELECTOR, state.admit, "", DIGEST)
+    rejected(state, RejectionCode.INVALID_SELECTOR, state.admit, "3,2", DIGEST)
+    rejected(state, RejectionCode.INVALID_SELECTOR, state.admit, "", DIGEST)
 
 
 def test_an_index_outside_the_pool_is_refused():
     state = SessionState(budget())
-    rejected(state, SessionError.INDEX_OUT_OF_RANGE, state.admit, "30:33", DIGEST)
+    rejected(state, RejectionCode.INDEX_OUT_OF_RANGE, state.admit, "30:33", DIGEST)
 
 
 def test_more_episodes_than_a_submission_may_use_is_refused():
     state = SessionState(budget(max_episodes_per_submission=4))
-    message = rejected(state, SessionError.TOO_MANY_EPISODES, state.admit, "0:5", DIGEST)
+    message = rejected(state, RejectionCode.TOO_MANY_EPISODES, state.admit, "0:5", DIGEST)
     assert "4" in message
     assert state.admit("0:4", DIGEST).indices == (0, 1, 2, 3)
 
@@ -257,13 +257,13 @@ def test_a_submission_beyond_max_submissions_is_refused():
     s = Logged(budget(max_submissions=2))
     s.run("0", 1.0)
     s.run("1", 1.0)
-    rejected(s.state, SessionError.SUBMISSIONS_EXHAUSTED, s.state.admit, "2", DIGEST)
+    rejected(s.state, RejectionCode.SUBMISSIONS_EXHAUSTED, s.state.admit, "2", DIGEST)
 
 
 def test_selecting_more_episodes_than_are_left_is_refused():
     s = Logged(budget(episodes=10))
     s.run("0:8", 1.0)
-    message = rejected(s.state, SessionError.BUDGET_EXHAUSTED, s.state.admit, "0:3", DIGEST)
+    message = rejected(s.state, RejectionCode.BUDGET_EXHAUSTED, s.state.admit, "0:3", DIGEST)
     assert "2" in message and "3" in message
     assert s.state.admit("0:2", DIGEST).id == "s0002"
 
@@ -272,20 +272,20 @@ def test_admission_checks_come_in_the_documented_order():
     # finished before busy cannot both hold (finish needs nothing in flight), so start from busy.
     state = SessionState(budget(max_episodes_per_submission=2))
     state.admit("0", DIGEST)
-    rejected(state, SessionError.BUSY, state.admit, "nonsense", DIGEST)
+    rejected(state, RejectionCode.BUSY, state.admit, "nonsense", DIGEST)
     state.complete("s0001", 1.0, 0)
     # a bad selector before the per-Submission cap
-    rejected(state, SessionError.INDEX_OUT_OF_RANGE, state.admit, "0:40", DIGEST)
+    rejected(state, RejectionCode.INDEX_OUT_OF_RANGE, state.admit, "0:40", DIGEST)
 
     exhausted = Logged(budget(episodes=3, max_submissions=1, max_episodes_per_submission=2))
     exhausted.run("0:2", 1.0)
     # both Submissions and Episodes are exhausted here; the cap is checked before either
-    rejected(exhausted.state, SessionError.TOO_MANY_EPISODES, exhausted.state.admit, "0:3", DIGEST)
-    rejected(exhausted.state, SessionError.SUBMISSIONS_EXHAUSTED, exhausted.state.admit, "0:2", DIGEST)
+    rejected(exhausted.state, RejectionCode.TOO_MANY_EPISODES, exhausted.state.admit, "0:3", DIGEST)
+    rejected(exhausted.state, RejectionCode.SUBMISSIONS_EXHAUSTED, exhausted.state.admit, "0:2", DIGEST)
 
     finished = Logged(budget())
     finished.finish([finished.run("0", 1.0)])
-    rejected(finished.state, SessionError.ALREADY_FINISHED, finished.state.admit, "nonsense", DIGEST)
+    rejected(finished.state, RejectionCode.ALREADY_FINISHED, finished.state.admit, "nonsense", DIGEST)
 
 
 def test_a_refused_submission_does_not_use_up_an_id():
@@ -384,20 +384,20 @@ def test_finishing_twice_is_refused():
     s = Logged(budget())
     first = s.run("0", 1.0)
     s.finish([first])
-    rejected(s.state, SessionError.ALREADY_FINISHED, s.state.finish, [first])
+    rejected(s.state, RejectionCode.ALREADY_FINISHED, s.state.finish, [first])
 
 
 def test_finishing_while_a_submission_is_in_flight_is_refused():
     s = Logged(budget())
     first = s.run("0", 1.0)
     s.admit("1")
-    rejected(s.state, SessionError.BUSY, s.state.finish, [first])
+    rejected(s.state, RejectionCode.BUSY, s.state.finish, [first])
 
 
 def test_finishing_with_no_candidates_is_refused():
     s = Logged(budget())
     s.run("0", 1.0)
-    rejected(s.state, SessionError.NO_CANDIDATES, s.state.finish, [])
+    rejected(s.state, RejectionCode.NO_CANDIDATES, s.state.finish, [])
 
 
 def test_a_candidate_must_be_a_completed_submission():
@@ -406,33 +406,33 @@ def test_a_candidate_must_be_a_completed_submission():
     voided = s.admit("1").id
     s.void(voided)
     for bad in ("s0099", voided, "", 7, None):
-        message = rejected(s.state, SessionError.UNKNOWN_SUBMISSION, s.state.finish, [good, bad])
+        message = rejected(s.state, RejectionCode.UNKNOWN_SUBMISSION, s.state.finish, [good, bad])
         assert repr(bad) in message
 
 
 def test_a_candidate_named_twice_is_refused():
     s = Logged(budget())
     good = s.run("0", 1.0)
-    rejected(s.state, SessionError.DUPLICATE_CANDIDATE, s.state.finish, [good, good])
+    rejected(s.state, RejectionCode.DUPLICATE_CANDIDATE, s.state.finish, [good, good])
 
 
 def test_more_candidates_than_validated_is_refused():
     s = Logged(budget(max_candidates=2))
     ids = [s.run(f"{i}", 1.0) for i in range(3)]
-    rejected(s.state, SessionError.TOO_MANY_CANDIDATES, s.state.finish, ids)
+    rejected(s.state, RejectionCode.TOO_MANY_CANDIDATES, s.state.finish, ids)
     assert s.state.finish(ids[:2]) == tuple(ids[:2])
 
 
 def test_finish_checks_come_in_the_documented_order():
     s = Logged(budget(max_candidates=2, finish_policy="require_exhaustion"))
     a, b = s.run("0", 1.0), s.run("1", 1.0)
-    rejected(s.state, SessionError.UNKNOWN_SUBMISSION, s.state.finish, [a, a, "zzz"])
-    rejected(s.state, SessionError.DUPLICATE_CANDIDATE, s.state.finish, [a, a, b])
+    rejected(s.state, RejectionCode.UNKNOWN_SUBMISSION, s.state.finish, [a, a, "zzz"])
+    rejected(s.state, RejectionCode.DUPLICATE_CANDIDATE, s.state.finish, [a, a, b])
     s.run("2", 1.0)
-    rejected(s.state, SessionError.TOO_MANY_CANDIDATES, s.state.finish, [a, b, "s0003"])
-    rejected(s.state, SessionError.FINISH_NOT_ALLOWED, s.state.finish, [a, b])
+    rejected(s.state, RejectionCode.TOO_MANY_CANDIDATES, s.state.finish, [a, b, "s0003"])
+    rejected(s.state, RejectionCode.FINISH_NOT_ALLOWED, s.state.finish, [a, b])
     s.admit("3")
-    rejected(s.state, SessionError.BUSY, s.state.finish, [])
+    rejected(s.state, RejectionCode.BUSY, s.state.finish, [])
 
 
 def test_early_finish_is_allowed_under_allow_early():
@@ -445,7 +445,7 @@ def test_early_finish_is_allowed_under_allow_early():
 def test_require_exhaustion_refuses_finishing_while_the_budget_can_pay_for_a_submission():
     s = Logged(budget(episodes=10, max_submissions=3, finish_policy="require_exhaustion"))
     first = s.run("0:9", 1.0)
-    message = rejected(s.state, SessionError.FINISH_NOT_ALLOWED, s.state.finish, [first])
+    message = rejected(s.state, RejectionCode.FINISH_NOT_ALLOWED, s.state.finish, [first])
     assert "1 Episodes" in message
 
 
@@ -465,7 +465,7 @@ def test_a_void_makes_an_exhausted_budget_unexhausted_again():
     s = Logged(budget(episodes=10, max_submissions=2, finish_policy="require_exhaustion"))
     first = s.run("0:5", 1.0)
     s.void(s.admit("0:5").id)
-    rejected(s.state, SessionError.FINISH_NOT_ALLOWED, s.state.finish, [first])
+    rejected(s.state, RejectionCode.FINISH_NOT_ALLOWED, s.state.finish, [first])
 
 
 # threads
@@ -489,8 +489,8 @@ def test_two_concurrent_submits_admit_exactly_one_and_refuse_the_other_as_busy()
             thread.start()
         for thread in threads:
             thread.join()
-        assert sorted(type(o).__name__ for o in outcomes) == ["SessionError", "SubmissionView"]
-        assert SessionError.BUSY in outcomes
+        assert sorted(type(o).__name__ for o in outcomes) == ["RejectionCode", "SubmissionView"]
+        assert RejectionCode.BUSY in outcomes
         status = state.status()
         assert status.episodes_used == 4
         assert status.submissions_used == 1
@@ -501,7 +501,7 @@ def test_two_concurrent_submits_admit_exactly_one_and_refuse_the_other_as_busy()
 def test_a_submit_from_another_thread_is_refused_while_one_is_in_flight():
     state = SessionState(budget())
     running = state.admit("0:4", DIGEST)
-    refused: list[SessionError] = []
+    refused: list[RejectionCode] = []
 
     def second() -> None:
         try:
@@ -512,7 +512,7 @@ def test_a_submit_from_another_thread_is_refused_while_one_is_in_flight():
     thread = threading.Thread(target=second)
     thread.start()
     thread.join()
-    assert refused == [SessionError.BUSY]
+    assert refused == [RejectionCode.BUSY]
     assert state.in_flight() == running.id
     assert state.status().episodes_used == 4
 

@@ -29,7 +29,7 @@ from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.kubernetes.evictions import policy_eviction
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import MANAGED
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Callable
 import urllib3
 
 from orchestrator.backends.kubernetes.manifests import PodImages
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 Resolve = Callable[[str], str]
 

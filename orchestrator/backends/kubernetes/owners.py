@@ -27,7 +27,7 @@ from typing import Iterable
 from orchestrator.backends.kubernetes.cluster import Cluster
 from orchestrator.backends.kubernetes.manifests import heartbeat_lease, label_selector, label_value
 from orchestrator.backends.labels import OWNER
-from orchestrator.kernel.codes import InfrastructureError
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 log = logging.getLogger(__name__)
 

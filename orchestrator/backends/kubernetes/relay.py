@@ -21,7 +21,7 @@ from pathlib import Path
 from websocket import WebSocketException
 
 from orchestrator.backends.kubernetes.cluster import Cluster
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.program import Program
 
 log = logging.getLogger(__name__)

@@ -68,7 +68,7 @@ from orchestrator.backends.runner_calls import (
     runner_outcome,
 )
 from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
-from orchestrator.kernel.codes import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class SessionError(StrEnum):
+class RejectionCode(StrEnum):
     """Why the Host refused a request of the agent.
 
     UNAUTHENTICATED, REQUEST_TOO_LARGE, MALFORMED_REQUEST, UNKNOWN_METHOD,
@@ -40,7 +40,7 @@ class RequestRejected(Exception):
     `message` says why in words safe to show the agent.
     """
 
-    def __init__(self, code: SessionError, message: str) -> None:
+    def __init__(self, code: RejectionCode, message: str) -> None:
         super().__init__(f"{code.value}: {message}")
         self.code = code
         self.message = message
