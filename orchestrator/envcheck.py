@@ -25,8 +25,8 @@ from orchestrator.backends.sandbox import SandboxTuning
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
-from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import Program, ProgramError, capture_program
 
 Progress = Callable[[str], None]

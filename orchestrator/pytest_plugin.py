@@ -341,8 +341,8 @@ def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: Environmen
 def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: str, package: EnvironmentPackage,
                        benchmark_id: str, entry: str) -> EvaluationFeedback:
     from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
-    from orchestrator.kernel.infrastructure import InfrastructureError
     from orchestrator.kernel.evaluation import evaluate_program
+    from orchestrator.kernel.infrastructure import InfrastructureError
     from orchestrator.kernel.program import ProgramError, capture_program
 
     key = (image, package.root, benchmark_id)

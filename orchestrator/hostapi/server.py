@@ -41,8 +41,8 @@ from google.protobuf.message import DecodeError
 from epg.v1 import host_api_pb2 as pb
 from epg.v1 import host_api_pb2_grpc as pb_grpc
 from orchestrator.hostapi.errors import ERROR_METADATA_KEY, GRPC_STATUS
-from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.ports import SubmitReceipt
+from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import StatusView
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from orchestrator.kernel.rejections import RequestRejected, RejectionCode
+from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 
 _ITEM = re.compile(r"[ \t]*([0-9]+)(?:[ \t]*:[ \t]*([0-9]+))?[ \t]*")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.kernel.rejections import RequestRejected, RejectionCode
+from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.selectors import format_selector, parse_selector
 
 __all__ = [

@@ -33,8 +33,8 @@ from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphan
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
-from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.evaluation import evaluate_programs
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.ports import PlannedEpisode
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed

@@ -14,11 +14,11 @@ import time
 import traceback
 from typing import Any, Callable
 
-from orchestrator.kernel.infrastructure import InfrastructureError
-from orchestrator.kernel.rejections import RequestRejected, RejectionCode
 from orchestrator.kernel.evaluation import evaluate_programs
+from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
+from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
 from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json

@@ -33,10 +33,10 @@ from orchestrator.hostapi import errors as hostapi_errors
 from orchestrator.hostapi.errors import GRPC_STATUS, PROTO_CODES
 from orchestrator.hostapi.server import MAX_CONCURRENT_RPCS, MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.rejections import RejectionCode
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program, capture_program
+from orchestrator.kernel.rejections import RejectionCode
 from orchestrator.kernel.session import Budget, FinishPolicy, SessionState
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.driver import FEEDBACK_WAIT_S, settle_timeout_s

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from orchestrator.kernel.rejections import RequestRejected, RejectionCode
+from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.selectors import SelectorError, format_selector, parse_selector
 
 POOL = 32

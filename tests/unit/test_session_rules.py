@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.kernel.rejections import RequestRejected, RejectionCode
+from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import (
     Budget,
     FinishPolicy,
