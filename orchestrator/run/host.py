@@ -9,6 +9,7 @@ the agent phase is written after it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import traceback
@@ -19,7 +20,7 @@ from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
 from orchestrator.kernel.rejections import RejectionCode, RequestRejected
-from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionView
+from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionState, SubmissionView
 from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
@@ -27,6 +28,7 @@ from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.workspace import AgentIdentity, capture_workspace_program
 
 Notify = Callable[[str, dict[str, Any]], None]
+log = logging.getLogger(__name__)
 
 # How often close() asks the sandbox again to cancel: the evaluation may start its batch after the first request.
 CANCEL_REPEAT_S = 0.5
@@ -111,13 +113,26 @@ class RunHost:
         return receipt
 
     def _failed(self, view: SubmissionView, exc: Exception) -> RequestRejected:
-        """Void the Submission an exception ended (if it is still in flight); return the refusal for the agent."""
+        """Settle the Submission an exception ended; return the refusal for the agent, saying what it cost.
+
+        Still in flight, it is voided (refunded): nothing was spent. Completed already (the exception came after
+        the SessionState charged it, while its completion was logged), it stays charged, and the refusal says so
+        and where its published Feedback is; its record.json, written before the charge, completes it on a resume too.
+        """
         cancelled = self._cancelled
         code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
+        evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
         with self._settling:
             if self._state.in_flight() == view.id:
-                evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
                 self._void(view, PHASE_ENDED if cancelled else code, str(exc), evidence)
+            charged = self._view(view.id).state is SubmissionState.COMPLETED
+        if charged:
+            try:
+                write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{exc}\n{evidence}".encode(), mode=PRIVATE_FILE)
+            except OSError:  # the same full disk, most likely: the answer below must still reach the agent
+                log.exception("the evidence of %s could not be written", view.id)
+            return RequestRejected(RejectionCode.INTERNAL, f"{view.id} was evaluated and its {len(view.indices)} Episode(s) were spent, "
+                                   f"but the Host failed to record it ({code}); its Feedback is at {self.feedback_path(view.id)}")
         if cancelled:
             return RequestRejected(RejectionCode.SESSION_CLOSED, f"the agent phase ended before {view.id} was evaluated; nothing was spent")
         return RequestRejected(RejectionCode.INTERNAL, f"the evaluation failed on the Host's side ({code}); nothing was spent")
