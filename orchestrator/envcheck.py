@@ -129,7 +129,7 @@ def check_environment(
                                           "in the image says which factory makes it (pass --environments with its package)"))
             continue
         progress(f"checking {benchmark_id} inside {resolved.image}")
-        checks.extend(_conformance(engine, resolved.image, benchmark_id, entry, scope))
+        checks.extend(conformance_checks(_engine_runner(engine, scope), resolved.image, benchmark_id, entry))
         checks.append(_baseline(engine, resolved, benchmark_id, held, episodes, scope, base, baseline_dir))
     return EnvReport(image=resolved.image, image_id=resolved.image_id, benchmarks=tuple(resolved.benchmarks), checks=tuple(checks))
 
@@ -191,14 +191,10 @@ def _from_image(engine: DockerEngine, builder: ImageBuilder, image: str, image_i
                 known.setdefault(benchmark_id, _Held(entry=entry, package=package))
     except CatalogueError:
         known = {}  # a malformed source tree does not stop an image check: the image itself is asked below
-    installed = _installed_in_image(engine, image, scope)
-    named = [b for b in labels.get(BENCHMARKS_LABEL, "").split(",") if b]
-    benchmarks: dict[str, _Held] = {}
-    for benchmark_id in dict.fromkeys([*named, *installed]):
-        catalogued = known.get(benchmark_id)
-        # What the image registers itself wins; the catalogue fills in entries of copied packages and baselines.
-        entry = installed.get(benchmark_id) or (catalogued.entry if catalogued else "")
-        benchmarks[benchmark_id] = _Held(entry=entry, package=catalogued.package if catalogued else None)
+    entries = held_benchmarks(labels, installed_benchmarks(_engine_runner(engine, scope), image),
+                              {benchmark_id: held.entry for benchmark_id, held in known.items()})
+    benchmarks = {benchmark_id: _Held(entry=entry, package=known[benchmark_id].package if benchmark_id in known else None)
+                  for benchmark_id, entry in entries.items()}
     if not benchmarks:
         raise EnvCheckError(f"image {image} holds no Benchmark: no {BENCHMARKS_LABEL} label and no entry point in epg.benchmarks")
     return _Target(image=image, image_id=image_id, labels=labels, benchmarks=benchmarks)
@@ -221,17 +217,24 @@ def _run_in_image(engine: DockerEngine, image: str, command: tuple[str, ...], sc
         engine.remove(container)
 
 
-def _installed_in_image(engine: DockerEngine, image: str, scope: str) -> dict[str, str]:
-    """The entry-point Benchmarks installed in image (id -> entry), from `python3 -m epg_sdk.checks --list` inside it."""
-    code, stdout, both = _run_in_image(engine, image, ("python3", "-m", "epg_sdk.checks", "--list"), scope)
+def installed_benchmarks(run: RunInImage, image: str) -> dict[str, str]:
+    """The entry-point Benchmarks installed in image (id -> entry), from `python3 -m epg_sdk.checks --list` run inside it.
+
+    Raises EnvCheckError when the image cannot list them.
+    """
+    code, stdout, both = run(image, ("python3", "-m", "epg_sdk.checks", "--list"))
     try:
         return dict(json.loads(stdout.strip().splitlines()[-1])["benchmarks"])
     except (ValueError, IndexError, KeyError, TypeError) as exc:
         raise EnvCheckError(f"image {image} cannot list its Benchmarks (exit {code}): {both[-400:]}") from exc
 
 
-def _conformance(engine: DockerEngine, image: str, benchmark_id: str, entry: str, scope: str) -> list[EnvCheck]:
-    code, stdout, both = _run_in_image(engine, image, ("python3", "-m", "epg_sdk.checks", "--entry", entry), scope)
+def conformance_checks(run: RunInImage, image: str, benchmark_id: str, entry: str) -> list[EnvCheck]:
+    """The conformance checks (`python3 -m epg_sdk.checks --entry ENTRY`) of one Benchmark, run inside image.
+
+    A run that did not end in time, or printed no report, is one failed CHECKS_RUN check (not finished, for the former).
+    """
+    code, stdout, both = run(image, ("python3", "-m", "epg_sdk.checks", "--entry", entry))
     if code is None:
         return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"not finished within {CHECK_TIMEOUT_S:.0f} s",
                          finished=False)]
@@ -240,6 +243,25 @@ def _conformance(engine: DockerEngine, image: str, benchmark_id: str, entry: str
         return [EnvCheck(benchmark=benchmark_id, name=c["name"], ok=bool(c["ok"]), detail=c["detail"]) for c in report["checks"]]
     except (ValueError, IndexError, KeyError, TypeError):
         return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"exit {code}: {both[-400:].strip()}")]
+
+
+RunInImage = Callable[[str, tuple[str, ...]], tuple[int | None, str, str]]
+"""Runs a command to its end in a hardened container of an image: (exit code, None when it did not end in time; stdout; all output)."""
+
+
+def held_benchmarks(labels: dict[str, str], installed: dict[str, str], known: dict[str, str]) -> dict[str, str]:
+    """Benchmark id -> factory entry ("" when none is known) of every Benchmark an image holds.
+
+    Those its BENCHMARKS_LABEL names (an image built FROM one of ours inherits it), then those installed
+    in it (`installed_benchmarks`). What the image registers itself wins; known (a catalogue or the
+    package under test) fills in the entries of packages copied into the image rather than installed.
+    """
+    named = [benchmark_id for benchmark_id in labels.get(BENCHMARKS_LABEL, "").split(",") if benchmark_id]
+    return {benchmark_id: installed.get(benchmark_id) or known.get(benchmark_id, "") for benchmark_id in dict.fromkeys([*named, *installed])}
+
+
+def _engine_runner(engine: DockerEngine, scope: str) -> RunInImage:
+    return lambda image, command: _run_in_image(engine, image, command, scope)
 
 
 def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _Held, episodes: int, scope: str, base: str,

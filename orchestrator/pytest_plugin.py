@@ -13,8 +13,9 @@ loaded by every `pytest` through the `pytest11` entry point `epg`. Options
 - `--epg-episodes N`: Episodes of the baseline run (default 3).
 - `--epg-base auto|debootstrap|IMAGE`: the base image of builds (default auto).
 
-Fixtures: `epg_image`, `epg_environment` (the conformance checks run inside the
-image, in a hardened container started with testcontainers), `epg_check_report`
+Fixtures: `epg_image`, `epg_environment` (`env test`'s conformance checks, from
+`orchestrator.envcheck`, run inside the image in hardened containers started with
+testcontainers), `epg_check_report`
 (the same report, asserted to pass), `epg_baseline` (the package's baseline
 Program through the real sandbox: its Feedback), `epg_baselines` (the same for
 each Benchmark of an image holding several: id -> Feedback), `epg_completed_baseline`
@@ -38,7 +39,8 @@ started carries the orchestrator's labels (`epg-orchestrate gc` reaps them) and
 is removed when the session ends. Results are computed once per image per
 session, so one session can test several packages (each test module finds the
 package it sits in, or a conftest per package overrides `epg_package_dir`), and
-the fixtures are module-scoped for that reason.
+the fixtures are module-scoped for that reason. testcontainers' configuration is left
+as the session has it: the plugin sets none of it and starts no Ryuk reaper.
 """
 
 from __future__ import annotations
@@ -59,11 +61,10 @@ if TYPE_CHECKING:  # the engine, docker-py, testcontainers and NumPy load only w
     from epg_sdk.checks import CheckReport
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.labels import LabelSet
+    from orchestrator.envcheck import RunInImage
     from orchestrator.images.catalogue import EnvironmentPackage
     from orchestrator.kernel.ports import EvaluationFeedback
 
-BENCHMARKS_LABEL = "org.evopolicygym.benchmarks"
-CHECK_TIMEOUT_S = 600.0
 ENV_TEST_TIMEOUT_S = 1200.0
 _OPTIONS = {
     "epg_image": "the environment image under test (default: built from the package)",
@@ -240,13 +241,14 @@ def epg_image(request: pytest.FixtureRequest, _epg_session: _Session, epg_packag
 def epg_environment(_epg_session: _Session, epg_image: str, epg_package: EnvironmentPackage) -> ImageReport:
     """The conformance checks (`python3 -m epg_sdk.checks`) of every Benchmark the image holds, run inside it.
 
-    The Benchmarks are those of the image's `org.evopolicygym.benchmarks` label
-    (an image built without it: every Benchmark the package registers); the
-    package's entry points say where each is made. Each check runs in its own
-    container started with testcontainers, hardened like the sandbox's (no
-    network, read-only root, non-root user, no capabilities, limits). Returns
-    the report, failed checks included; fails the test when a check run could
-    not finish or printed no report.
+    The checks, and which Benchmarks the image holds, are `env test`'s own
+    (`orchestrator.envcheck`): the Benchmarks its `org.evopolicygym.benchmarks`
+    label names and those installed in it (an image naming none: every Benchmark
+    the package registers); the image's entry points, else the package's, say
+    where each is made. Each command runs in its own container started with
+    testcontainers, hardened like the sandbox's (no network, read-only root,
+    non-root user, no capabilities, limits). Returns the report, failed checks
+    included; fails the test when a check run could not finish or printed no report.
     """
     if epg_image not in _epg_session.reports:
         reports = tuple(_check_in_image(_epg_session, epg_image, benchmark_id, entry)
@@ -380,88 +382,86 @@ def _ensure(state: _Session, names: list[str], roots: list[Path]) -> list[str]:
 
 
 def _benchmarks_of(state: _Session, image: str, package: EnvironmentPackage) -> dict[str, str]:
-    """Benchmark id -> factory entry for every Benchmark image holds.
+    """Benchmark id -> factory entry for every Benchmark image holds, as `env test` finds them (`envcheck.held_benchmarks`).
 
-    Which ones: the image's `org.evopolicygym.benchmarks` label, else what
-    `python3 -m epg_sdk.checks --list` finds installed in it, else all the
-    package registers. Where each is made: the image's installed entry points,
-    else the package's.
+    Those the image's BENCHMARKS_LABEL names and those `python3 -m epg_sdk.checks --list`
+    finds installed in it, else (an image that names none) all the package registers.
+    Where each is made: the image's installed entry points, else the package's. Fails
+    the test for a Benchmark that neither says how to make.
     """
+    from orchestrator.envcheck import EnvCheckError, held_benchmarks, installed_benchmarks
+
     if image not in state.benchmarks:
-        labels = state.engine.client.images.get(image).labels or {}
-        listed = _listed_in_image(state, image)
-        entries = {**package.table.benchmarks, **listed}
-        held = [name for name in labels.get(BENCHMARKS_LABEL, "").split(",") if name] or list(listed or package.table.benchmarks)
-        unknown = [name for name in held if name not in entries]
+        _image_id, labels = state.engine.image_labels(image) or ("", {})
+        try:
+            installed = installed_benchmarks(_runner(state, "env-list"), image)
+        except EnvCheckError:
+            installed = {}  # an SDK without --list: the label, else the package, says which
+        held = held_benchmarks(labels, installed, dict(package.table.benchmarks)) or dict(package.table.benchmarks)
+        unknown = [benchmark_id for benchmark_id, entry in held.items() if not entry]
         if unknown:
             pytest.fail(f"{image} holds {', '.join(unknown)}, which neither the image's entry points "
                         f"nor {package.root / 'pyproject.toml'} register", pytrace=False)
-        state.benchmarks[image] = {name: entries[name] for name in held}
+        state.benchmarks[image] = held
     return state.benchmarks[image]
 
 
-def _listed_in_image(state: _Session, image: str) -> dict[str, str]:
-    """The entry-point Benchmarks installed in image (`epg_sdk.checks --list`); empty when its SDK has no --list."""
-    status, stdout, _stderr = _run_in_image(state, image, ("python3", "-m", "epg_sdk.checks", "--list"), "env-list")
-    if status != 0:
-        return {}
-    try:
-        listed = json.loads(stdout.decode("utf-8", "replace").strip().splitlines()[-1])["benchmarks"]
-    except (ValueError, IndexError, KeyError, TypeError):
-        return {}
-    return {str(name): str(entry) for name, entry in listed.items()}
-
-
 def _check_in_image(state: _Session, image: str, benchmark_id: str, entry: str) -> CheckReport:
-    """Run `python3 -m epg_sdk.checks --entry ENTRY` inside image and parse the report it prints."""
-    from epg_sdk.checks import Check, CheckReport
+    """The conformance checks of one Benchmark run inside image (`envcheck.conformance_checks`), as the SDK's CheckReport.
 
-    status, stdout, stderr = _run_in_image(state, image, ("python3", "-m", "epg_sdk.checks", "--entry", entry), "env-check")
-    lines = stdout.decode("utf-8", "replace").strip().splitlines()
-    try:
-        data = json.loads(lines[-1])
-        checks = tuple(Check(name=c["name"], ok=bool(c["ok"]), detail=c.get("detail", "")) for c in data["checks"])
-    except (ValueError, IndexError, KeyError, TypeError):
-        tail = (stdout + stderr).decode("utf-8", "replace")[-1500:]
-        pytest.fail(f"the checks of {benchmark_id} did not run inside {image} (exit {status}):\n{tail}", pytrace=False)
-    return CheckReport(benchmark_id=data.get("benchmark") or benchmark_id, checks=checks)
-
-
-def _run_in_image(state: _Session, image: str, command: tuple[str, ...], role: str) -> tuple[int | None, bytes, bytes]:
-    """Run command to its end in a hardened testcontainers container of image; return (exit status, stdout, stderr).
-
-    The container is the sandbox's kind (no network, read-only root, non-root,
-    no capabilities, limits, our labels) and is removed before this returns.
-    Fails the test when it does not end within CHECK_TIMEOUT_S.
+    Fails the test when they did not run to their end or printed no report.
     """
-    from testcontainers.core.config import testcontainers_config
-    from testcontainers.core.container import DockerContainer
+    from epg_sdk.checks import Check, CheckReport
+    from orchestrator.envcheck import CHECKS_RUN, conformance_checks
+
+    checks = conformance_checks(_runner(state, "env-check"), image, benchmark_id, entry)
+    for check in checks:
+        if check.name == CHECKS_RUN and not check.ok:
+            pytest.fail(f"the checks of {benchmark_id} did not run inside {image}: {check.detail}", pytrace=False)
+    return CheckReport(benchmark_id=benchmark_id, checks=tuple(Check(name=c.name, ok=c.ok, detail=c.detail) for c in checks))
+
+
+def _runner(state: _Session, role: str) -> RunInImage:
+    return lambda image, command: _run_in_image(state, image, command, role)
+
+
+def _run_in_image(state: _Session, image: str, command: tuple[str, ...], role: str) -> tuple[int | None, str, str]:
+    """Run command to its end in a hardened container of image started with testcontainers; return (exit status, stdout, all output).
+
+    The container is the sandbox's kind (no network, read-only root, non-root, no
+    capabilities, limits, our labels; `to_docker_kwargs` of a ContainerSpec) and is
+    removed before this returns. testcontainers' own Docker client starts it, which
+    labels it as testcontainers does and leaves testcontainers' configuration as the
+    session has it: `DockerContainer.start()` would start the Ryuk reaper (an image
+    pulled from a registry) unless that process-wide configuration turned it off for
+    every testcontainers user of the session. Our labels let the session's own
+    clean-up and `epg-orchestrate gc` find the container should this process die.
+    Fails the test when the command does not end within envcheck's CHECK_TIMEOUT_S.
+    """
+    from testcontainers.core.docker_client import DockerClient
 
     from orchestrator.backends.container_spec import ContainerSpec, to_docker_kwargs
+    from orchestrator.envcheck import CHECK_TIMEOUT_S
 
-    # No Ryuk reaper: it is an image pulled from a registry, and our labels already let
-    # the session's own clean-up and `epg-orchestrate gc` find every container.
-    testcontainers_config.ryuk_disabled = True
-    spec = ContainerSpec(image=image, command=command, labels=state.labels.for_role(role),
-                         memory_bytes=2 * 1024**3, pids_limit=256)
+    spec = ContainerSpec(image=image, command=command, labels=state.labels.for_role(role), memory_bytes=2 * 1024**3, pids_limit=256)
     kwargs = to_docker_kwargs(spec)
-    for name in ("image", "command", "detach"):
-        kwargs.pop(name)
-    tmpfs, environment = kwargs.pop("tmpfs"), kwargs.pop("environment")
-    container = DockerContainer(image, command=list(command), env=environment, **kwargs)
-    container.tmpfs = tmpfs
-    container.start()
+    # Said as `network`: without one, testcontainers joins a network it guesses when it runs inside a container itself.
+    kwargs["network"] = kwargs.pop("network_mode")
+    client = DockerClient()
     try:
-        # testcontainers joins a guessed host network when it runs inside a container itself;
-        # NetworkDisabled keeps any network out, and this says so should the mode differ.
-        mode = container.get_wrapped_container().attrs["HostConfig"]["NetworkMode"]
-        if mode != "none":
-            pytest.fail(f"the container of {image} got network mode {mode!r} instead of none", pytrace=False)
+        container = client.run(**kwargs)
         try:
-            status = container.get_wrapped_container().wait(timeout=CHECK_TIMEOUT_S)
-        except Exception as exc:  # docker-py raises its transport's timeout
-            pytest.fail(f"{' '.join(command)} did not finish inside {image} within {CHECK_TIMEOUT_S:.0f} s: {exc}", pytrace=False)
-        stdout, stderr = container.get_logs()
+            mode = container.attrs["HostConfig"]["NetworkMode"]
+            if mode != "none":
+                pytest.fail(f"the container of {image} got network mode {mode!r} instead of none", pytrace=False)
+            try:
+                status = container.wait(timeout=CHECK_TIMEOUT_S)
+            except Exception as exc:  # docker-py raises its transport's timeout
+                pytest.fail(f"{' '.join(command)} did not finish inside {image} within {CHECK_TIMEOUT_S:.0f} s: {exc}", pytrace=False)
+            stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+            both = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        finally:
+            container.remove(force=True, v=True)
     finally:
-        container.stop()
-    return status.get("StatusCode"), stdout, stderr
+        client.client.close()
+    return status.get("StatusCode"), stdout, both

@@ -1,16 +1,22 @@
-"""The pytest plugin for environment authors, without an engine: its options, its assertion, a missing engine, and the
-environment packages' image tests, which skip saying what they need without the plugin and never skip with it."""
+"""The pytest plugin for environment authors, without an engine: its options, its assertion, a missing engine, the
+environment packages' image tests, which skip saying what they need without the plugin and never skip with it, and
+the conformance checks, which are envcheck's (the plugin runs their commands in containers of its own)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from epg_sdk.checks import Check, CheckReport
+from orchestrator import pytest_plugin
+from orchestrator.envcheck import conformance_checks
+from orchestrator.images.catalogue import EnvironmentPackage, EpgTable
 from orchestrator.pytest_plugin import ImageReport, assert_checks_pass
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,3 +92,60 @@ def test_with_the_plugin_the_image_tests_never_skip_and_a_missing_engine_fails_e
     summary = result.stdout.strip().splitlines()[-1]
     assert "skipped" not in summary and "passed" not in summary and " error" in summary, summary
     assert "testing an environment image needs a Docker engine" in result.stdout
+
+
+# The checks are envcheck's: the plugin only runs their commands in its own containers ----------------------------
+TOY_REPORT = json.dumps({"benchmark": "Toy-v0", "checks": [
+    {"name": "spec is complete and encodable", "ok": True, "detail": ""},
+    {"name": "splits are disjoint", "ok": False, "detail": "2 seeds shared"},
+]})
+
+
+class _Commands:
+    """Stands in for the plugin's container runner: answers each command with canned output, and records it."""
+
+    def __init__(self, answers: dict[str, tuple[int | None, str, str]]) -> None:
+        self.answers = answers
+        self.seen: list[tuple[str, tuple[str, ...], str]] = []
+
+    def __call__(self, state, image: str, command: tuple[str, ...], role: str) -> tuple[int | None, str, str]:
+        self.seen.append((image, command, role))
+        return self.answers[command[3]]
+
+
+def _state(labels: dict[str, str] | None = None) -> SimpleNamespace:
+    engine = SimpleNamespace(image_labels=lambda image: ("sha256:1", labels or {}))
+    return SimpleNamespace(engine=engine, benchmarks={})
+
+
+def test_the_plugin_reports_exactly_the_checks_envcheck_reads_from_the_image(monkeypatch):
+    commands = _Commands({"--entry": (1, f"some output\n{TOY_REPORT}\n", "")})
+    monkeypatch.setattr(pytest_plugin, "_run_in_image", commands)
+
+    report = pytest_plugin._check_in_image(_state(), "example/env:1", "Toy-v0", "epg_env_toy:make")
+
+    expected = conformance_checks(lambda image, command: commands.answers[command[3]], "example/env:1", "Toy-v0", "epg_env_toy:make")
+    assert report == CheckReport(benchmark_id="Toy-v0", checks=tuple(Check(name=c.name, ok=c.ok, detail=c.detail) for c in expected))
+    assert [c.name for c in report.checks] == ["spec is complete and encodable", "splits are disjoint"]
+    assert commands.seen == [("example/env:1", ("python3", "-m", "epg_sdk.checks", "--entry", "epg_env_toy:make"), "env-check")]
+
+
+def test_checks_that_printed_no_report_fail_the_fixture_with_their_output(monkeypatch):
+    monkeypatch.setattr(pytest_plugin, "_run_in_image", _Commands({"--entry": (1, "", "ModuleNotFoundError: No module named 'epg_env_toy'")}))
+    with pytest.raises(pytest.fail.Exception) as failure:
+        pytest_plugin._check_in_image(_state(), "example/env:1", "Toy-v0", "epg_env_toy:make")
+    assert "the checks of Toy-v0 did not run inside example/env:1: exit 1: ModuleNotFoundError" in str(failure.value)
+
+
+def test_the_benchmarks_checked_are_those_env_test_finds_in_the_image(monkeypatch, tmp_path: Path):
+    package = EnvironmentPackage(root=tmp_path, table=EpgTable(image="env-toy", module="epg_env_toy",
+                                                               benchmarks={"Toy-v0": "epg_env_toy:make", "Other-v0": "epg_env_toy:other"}))
+    listing = json.dumps({"benchmarks": {"Mine-v0": "epg_env_mine:make"}})
+    monkeypatch.setattr(pytest_plugin, "_run_in_image", _Commands({"--list": (0, listing, listing)}))
+    labelled = pytest_plugin._benchmarks_of(_state({"org.evopolicygym.benchmarks": "Toy-v0"}), "example/env:1", package)
+    assert labelled == {"Toy-v0": "epg_env_toy:make", "Mine-v0": "epg_env_mine:make"}
+
+    monkeypatch.setattr(pytest_plugin, "_run_in_image", _Commands({"--list": (2, "", "usage: no --list")}))
+    assert pytest_plugin._benchmarks_of(_state(), "example/env:1", package) == dict(package.table.benchmarks)
+    with pytest.raises(pytest.fail.Exception, match="holds Gone-v0, which neither the image's entry points nor"):
+        pytest_plugin._benchmarks_of(_state({"org.evopolicygym.benchmarks": "Gone-v0"}), "example/env:1", package)
