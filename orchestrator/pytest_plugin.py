@@ -50,7 +50,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -164,7 +164,7 @@ class _Session:
 
 
 @pytest.fixture(scope="session")
-def _epg_session(request: pytest.FixtureRequest):
+def _epg_session(request: pytest.FixtureRequest) -> Iterator[_Session]:
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.labels import LabelSet, owner_id, selector
     from orchestrator.kernel.infrastructure import InfrastructureError
