@@ -38,8 +38,10 @@ evaluate: setup docker
 test: lint docs docker chromium
 	BIN=$(BIN) bash scripts/run-tests.sh
 
+# ruff, then mypy in strict mode on orchestrator/ and sdk/epg_sdk ([tool.mypy] in pyproject.toml; ARCHITECTURE.md, "Type checking").
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The docs site (mkdocs.yml): --strict, so a broken link or a stale reference fails `make test`.
 docs: setup

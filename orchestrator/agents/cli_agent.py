@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from orchestrator.session.relay_bridge import serve as serve_bridge
 
@@ -85,7 +86,7 @@ _QUIET_SETTINGS = {
 }
 
 
-def _write_settings(directory: Path, settings: dict) -> None:
+def _write_settings(directory: Path, settings: dict[str, Any]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "settings.json").write_text(json.dumps(settings, indent=2))
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from orchestrator.agents.scripted import replace_program
 from orchestrator.session.client import HostApiError, SessionClient, finish_and_report
 
 
-def next_count(status: dict, per_submission: int) -> int:
+def next_count(status: dict[str, Any], per_submission: int) -> int:
     """How many pool indices the next Submission selects (0: none can be paid for)."""
     count = min(per_submission, int(status["pool_size"]), int(status["episodes_left"]))
     limit = int(status["max_episodes_per_submission"]) or count

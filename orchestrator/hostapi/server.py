@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar, TypeVarTuple
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -46,6 +46,8 @@ from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import StatusView
 
 log = logging.getLogger(__name__)
+Args = TypeVarTuple("Args")
+Result = TypeVar("Result")
 
 MAX_REQUEST_BYTES = 64 * 1024
 # gRPC's own limit, above MAX_REQUEST_BYTES so that the typed check normally answers; it bounds what one call buffers.
@@ -91,11 +93,15 @@ class RequestGuard(grpc.ServerInterceptor):
     def __init__(self, token: str) -> None:
         self._expected = f"Bearer {token}".encode()
 
-    def intercept_service(self, continuation, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = continuation(handler_call_details)
-        if handler is None:
+        # Every Host API method is unary-unary (see host_api.proto): a handler without both parts is none of them.
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return grpc.stream_unary_rpc_method_handler(self._unknown_method)
-        # Every Host API method is unary-unary (see host_api.proto).
         return grpc.stream_unary_rpc_method_handler(
             self._guarded(handler.unary_unary, handler.request_deserializer),
             response_serializer=handler.response_serializer,
@@ -127,7 +133,7 @@ class RequestGuard(grpc.ServerInterceptor):
 
     def _authenticate(self, context: grpc.ServicerContext) -> None:
         supplied = dict(context.invocation_metadata()).get("authorization", "")
-        if not hmac.compare_digest(supplied.encode(), self._expected):
+        if not hmac.compare_digest(supplied if isinstance(supplied, bytes) else supplied.encode(), self._expected):
             _abort(context, RequestRejected(RejectionCode.UNAUTHENTICATED, "missing or wrong bearer token"))
 
 
@@ -140,7 +146,7 @@ class HostApiServicer(pb_grpc.HostApiServicer):
     def __init__(self, host: RunHostPort) -> None:
         self._host = host
 
-    def _call(self, context: grpc.ServicerContext, function, *args):
+    def _call(self, context: grpc.ServicerContext, function: Callable[[*Args], Result], *args: *Args) -> Result:
         try:
             return function(*args)
         except RequestRejected as rejected:

@@ -150,6 +150,7 @@ def _bootstrap(client: docker.DockerClient, tag: str, mirror: str, progress: Pro
         import_changes = [*changes(), f"LABEL {MANAGED}=true {IMAGE}=base {INPUTS}={version} {CHECKOUT}={path_id(REPO_ROOT)}"]
         try:
             client.api.import_image(src=str(archive), repository=repository, tag=version, changes=import_changes)
-            return client.images.get(tag).id
+            image_id = client.images.get(tag).id
         except (APIError, ImageNotFound) as exc:
             return _fail("docker import of the bootstrapped base failed", str(exc))
+        return image_id or _fail(f"docker import of the bootstrapped base gave {tag} no image id")

@@ -15,10 +15,10 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import docker
-from docker.errors import APIError, BuildError, ImageNotFound
+from docker.errors import APIError, ImageNotFound
 
 from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
@@ -258,8 +258,8 @@ class ImageBuilder:
         removed: list[str] = []
         kept: list[KeptImage] = []
         for image in self._client.images.list(filters={"label": f"{MANAGED}=true"}):
-            if image.id == base_id or any(tag in current for tag in image.tags):
-                continue
+            if image.id is None or image.id == base_id or any(tag in current for tag in image.tags):
+                continue  # (the engine lists every image with its id: None is only the stubs' Optional)
             name = ", ".join(image.tags) or image.short_id
             reason = reason_to_keep(image.labels, image.tags, checkout=self._checkout, packages=packages, elsewhere=elsewhere)
             if reason is None:
@@ -447,11 +447,14 @@ class ImageBuilder:
                         if line.startswith("Step "):
                             self._progress(f"  {line[:120]}")
                 if "error" in chunk:
-                    raise BuildError(chunk["error"], log)
-        except (BuildError, APIError) as exc:
-            raise InfrastructureError(
-                InfraErrorCode.IMAGE_BUILD_FAILED, f"docker build of {tag} failed: {str(exc)[:300]}", "\n".join(log[-60:])
-            ) from exc
+                    raise _build_failed(tag, str(chunk["error"]), log)
+        except APIError as exc:
+            raise _build_failed(tag, str(exc), log) from exc
+
+
+def _build_failed(tag: str, reason: str, log: list[str]) -> InfrastructureError:
+    """The error of a failed `docker build` of tag: the engine's reason, and the last lines of the build's log as evidence."""
+    return InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"docker build of {tag} failed: {reason[:300]}", "\n".join(log[-60:]))
 
 
 class _ResolvedDebs:
@@ -464,7 +467,7 @@ class _ResolvedDebs:
     def _key(self, base: str, names: tuple[str, ...]) -> str:
         return hashlib.sha256("\0".join((base, self._state, *names)).encode()).hexdigest()
 
-    def _load(self) -> dict:
+    def _load(self) -> dict[str, Any]:
         try:
             loaded = json.loads(self._path.read_text())
         except (OSError, ValueError):
@@ -475,6 +478,8 @@ class _ResolvedDebs:
         if not self._state:
             return None  # no known state of the apt lists: resolve every time
         entries = self._load().get(self._key(base, names))
+        if not isinstance(entries, list):
+            return None  # never resolved, or not what put() writes
         try:
             return tuple(DebianPackage(name=e["name"], version=e["version"], architecture=e["architecture"]) for e in entries)
         except (TypeError, KeyError):

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from orchestrator.backends.labels import CHECKOUT, PACKAGE
 
@@ -93,7 +94,7 @@ class Ledger:
         return {str(k): str(v) for k, v in images.items()} if isinstance(images, dict) else {}
 
     @staticmethod
-    def _read(path: Path) -> dict:
+    def _read(path: Path) -> dict[str, Any]:
         try:
             loaded = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
+from docker.models.images import Image
 
 Progress = Callable[[str], None]
 
@@ -63,7 +64,7 @@ def push(client: docker.DockerClient, registry: str, images: Iterable[tuple[str,
                 client.images.remove(remote, noprune=True)
         except (APIError, DockerException) as exc:
             raise RegistryError(f"{name}: push to {registry} failed: {_first_line(exc)}") from exc
-        transfers.append(Transfer(name=name, tag=tag, remote=remote, image_id=image.id, seconds=time.monotonic() - started))
+        transfers.append(Transfer(name=name, tag=tag, remote=remote, image_id=_image_id(image, name), seconds=time.monotonic() - started))
         progress(f"{name}: pushed in {time.monotonic() - started:.1f} s")
     return transfers
 
@@ -98,12 +99,19 @@ def pull(client: docker.DockerClient, registry: str, images: Iterable[tuple[str,
             client.images.remove(remote, noprune=True)
         except (APIError, DockerException) as exc:
             raise RegistryError(f"{name}: pull of {remote} failed: {_first_line(exc)}") from exc
-        transfers.append(Transfer(name=name, tag=tag, remote=remote, image_id=image.id, seconds=time.monotonic() - started))
+        transfers.append(Transfer(name=name, tag=tag, remote=remote, image_id=_image_id(image, name), seconds=time.monotonic() - started))
         progress(f"{name}: pulled in {time.monotonic() - started:.1f} s")
     return transfers
 
 
-def _follow(stream: Iterator[dict], name: str, progress: Progress) -> None:
+def _image_id(image: Image, name: str) -> str:
+    """image's id (sha256:...). Raises RegistryError for an image the engine reported without one."""
+    if image.id is None:
+        raise RegistryError(f"{name}: the engine reported the image without an id")
+    return image.id
+
+
+def _follow(stream: Iterator[dict[str, Any]], name: str, progress: Progress) -> None:
     """Report a push or pull stream one layer event at a time; raise RegistryError for an error in it."""
     for event in stream:
         if "error" in event:

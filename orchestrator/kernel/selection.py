@@ -66,9 +66,9 @@ def fallback_candidates(submissions: Sequence[SubmissionView], max_candidates: i
     sign = _sign(direction)
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
         raise ValueError(f"max_candidates must be a positive integer, not {max_candidates!r}")
-    completed = [s for s in submissions if s.state == SubmissionState.COMPLETED and s.score is not None]
-    ranked = sorted(completed, key=lambda s: (*_score_key(s.score, sign), s.policy_failures or 0, -s.number))
-    return tuple(s.id for s in ranked[:max_candidates])
+    scored = [(s, s.score) for s in submissions if s.state == SubmissionState.COMPLETED and s.score is not None]
+    ranked = sorted(scored, key=lambda pair: (*_score_key(pair[1], sign), pair[0].policy_failures or 0, -pair[0].number))
+    return tuple(s.id for s, _ in ranked[:max_candidates])
 
 
 def _sign(direction: str) -> int:

@@ -81,13 +81,13 @@ def format_selector(indices: Iterable[int]) -> str:
             raise ValueError(f"indices must be strictly increasing: {value} follows {values[position - 1]}")
     parts: list[str] = []
     run_start = previous = values[0]
-    for value in values[1:] + (None,):
-        if value is not None and value == previous + 1:
-            previous = value
+    for following in values[1:] + (None,):
+        if following is not None and following == previous + 1:
+            previous = following
             continue
         parts.append(str(run_start) if run_start == previous else f"{run_start}:{previous + 1}")
-        if value is not None:
-            run_start = previous = value
+        if following is not None:
+            run_start = previous = following
     return ",".join(parts)
 
 

@@ -11,7 +11,7 @@ import socketserver
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class DeadlineReader(io.RawIOBase):
         self._deadline = self._head_limit = None
         self._connection.settimeout(self._idle_s)
 
+    # buffer: typeshed's WriteableBuffer, a name only its private _typeshed module has (no import of it here).
     def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
         if self._deadline is None:
             self._connection.settimeout(self._idle_s)
@@ -88,6 +89,7 @@ class SocketWriter(io.BufferedIOBase):
     def writable(self) -> bool:
         return True
 
+    # data: typeshed's ReadableBuffer, a name only its private _typeshed module has (no import of it here).
     def write(self, data) -> int:  # type: ignore[no-untyped-def]
         self._connection.sendall(data)
         with memoryview(data) as view:
@@ -131,6 +133,7 @@ class BoundedUnixServer(socketserver.UnixStreamServer):
         with self._lock:
             return len(self._open)
 
+    # request: typeshed types it as a socket or a datagram's (bytes, socket); a stream server's is always the socket.
     def process_request(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
         with self._lock:
             admitted = len(self._open) < self._max_connections
@@ -142,7 +145,7 @@ class BoundedUnixServer(socketserver.UnixStreamServer):
             return
         threading.Thread(target=self._serve, args=(request, client_address), name="epg-relay-connection", daemon=True).start()
 
-    def _serve(self, request: socket.socket, client_address) -> None:  # type: ignore[no-untyped-def]
+    def _serve(self, request: socket.socket, client_address: Any) -> None:  # Any: what socketserver's stubs say of an address
         try:
             self.finish_request(request, client_address)
         except Exception as exc:  # an agent's connection that broke: nothing of the Host's is at fault
@@ -152,7 +155,7 @@ class BoundedUnixServer(socketserver.UnixStreamServer):
                 self._open.discard(request)
             self.shutdown_request(request)
 
-    def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         log.debug("relay: connection failed", exc_info=True)
 
     def close_connections(self) -> None:

@@ -3,10 +3,16 @@ chunked transfer coding)."""
 
 from __future__ import annotations
 
-from typing import BinaryIO, Mapping
+from typing import BinaryIO, Protocol
 
 _MAX_LINE = 4096  # a chunk-size line or a trailer line
 _MAX_TRAILERS = 64
+
+
+class Headers(Protocol):
+    """A request head's fields by name (the handler's email.message.Message, or a plain dict)."""
+
+    def get(self, name: str, /) -> str | None: ...
 
 
 class BodyError(Exception):
@@ -17,7 +23,7 @@ class BodyError(Exception):
         self.status = status
 
 
-def declared_body(headers: Mapping[str, str], limit: int) -> int | None:
+def declared_body(headers: Headers, limit: int) -> int | None:
     """What the request head says of its body, checked before any of it is read: its length, or None when it is
     chunked. Raises BodyError for an unsupported transfer coding, a malformed length or one over limit."""
     encoding = (headers.get("transfer-encoding") or "").lower()
@@ -37,7 +43,7 @@ def declared_body(headers: Mapping[str, str], limit: int) -> int | None:
     return length
 
 
-def read_request_body(stream: BinaryIO, headers: Mapping[str, str], limit: int) -> bytes:
+def read_request_body(stream: BinaryIO, headers: Headers, limit: int) -> bytes:
     """Return the body of a request whose header block was just read from stream. Raises BodyError.
 
     A body sent with `Transfer-Encoding: chunked` is decoded (trailers are read and dropped); else

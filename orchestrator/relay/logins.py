@@ -298,7 +298,8 @@ class CodexLogin:
         try:
             # The rest of the file may have changed since it was read: start from it again.
             document = read_login_file(self.path, "the codex login file")
-            document["tokens"] = {**(document.get("tokens") if isinstance(document.get("tokens"), dict) else {}), **updated}
+            tokens = document.get("tokens")
+            document["tokens"] = {**(tokens if isinstance(tokens, dict) else {}), **updated}
             document["last_refresh"] = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat().replace("+00:00", "Z")
             write_login_file(self.path, document)
         except (OSError, CredentialError) as exc:

@@ -120,6 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     relay: ModelRelay  # set on the relay's own subclass
     reader: DeadlineReader
+    rfile: io.BufferedReader  # over the reader (setup), so the idle wait can peek
     began: float
     handled: bool = False  # this request was answered or refused
 
@@ -511,10 +512,11 @@ class ModelRelay:
 
 
 def _body_may_follow(handler: BaseHTTPRequestHandler) -> bool:
-    """Whether the request's head announces a body (a length above 0, or a transfer coding)."""
+    """Whether the request's head announces a body (a length above 0, or a transfer coding).
+
+    Asked only of a request whose head was parsed (its handler's do_ method runs), so its headers are there.
+    """
     headers = handler.headers
-    if headers is None:
-        return True
     length = (headers.get("content-length") or "0").strip()
     return bool(headers.get("transfer-encoding")) or length != "0"
 

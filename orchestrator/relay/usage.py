@@ -34,6 +34,7 @@ def _usage_tokens(document: Any) -> int:
         usage = document["message"].get("usage")  # Anthropic: message_start
     if not isinstance(usage, dict):
         return 0
-    if isinstance(usage.get("total_tokens"), int):
-        return usage["total_tokens"]
+    total = usage.get("total_tokens")
+    if isinstance(total, int):
+        return total
     return sum(v for k, v in usage.items() if k in ("input_tokens", "output_tokens") and isinstance(v, int))

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -36,7 +38,7 @@ def run_plots(diagnostics: RunDiagnostics) -> list[Plot]:
     return [_drawn(make, diagnostics) for make in (_scores, _budget, _candidates, _failures, _changes, _gains)]
 
 
-def _drawn(make, d: RunDiagnostics) -> Plot:
+def _drawn(make: Callable[[RunDiagnostics], Plot], d: RunDiagnostics) -> Plot:
     """make(d), or, when matplotlib cannot draw what the records hold, a frame that says so under the same name."""
     try:
         return make(d)
@@ -59,7 +61,13 @@ def _v(value: float | None) -> float | None:
     return max(-PLOTTABLE, min(PLOTTABLE, value))
 
 
-def _figure() -> tuple[Figure, object]:
+def _gap(value: float | None) -> float:
+    """A number as drawn on a line: NaN (a gap, as matplotlib draws None) for none."""
+    drawn = _v(value)
+    return math.nan if drawn is None else drawn
+
+
+def _figure() -> tuple[Figure, Axes]:
     figure = Figure(figsize=(FIGURE_PX[0] / DPI, FIGURE_PX[1] / DPI), dpi=DPI, layout="constrained")
     return figure, figure.add_subplot()
 
@@ -71,7 +79,7 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _empty(axes, message: str) -> None:
+def _empty(axes: Axes, message: str) -> None:
     axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes, fontsize=12, color="#555555")
     axes.set_xticks([])
     axes.set_yticks([])
@@ -83,11 +91,12 @@ def _labels(d: RunDiagnostics) -> list[str]:
 
 def _scores(d: RunDiagnostics) -> Plot:
     figure, axes = _figure()
-    points = [p for p in d.submissions if _v(p.score) is not None]
+    scored = [(p, score) for p in d.submissions if (score := _v(p.score)) is not None]
+    points = [p for p, _ in scored]
     if points:
         spent = [p.episodes_spent for p in points]
-        axes.plot(spent, [_v(p.score) for p in points], "o", color=_COLOURS[0], label="Submission score")
-        axes.step([0, *spent], [_v(points[0].best_so_far), *[_v(p.best_so_far) for p in points]], where="pre", color=_COLOURS[1],
+        axes.plot(spent, [score for _, score in scored], "o", color=_COLOURS[0], label="Submission score")
+        axes.step([0, *spent], [_gap(points[0].best_so_far), *[_gap(p.best_so_far) for p in points]], where="pre", color=_COLOURS[1],
                   label="best so far")
         if d.budget_episodes:
             axes.axvline(d.budget_episodes, color="#999999", linestyle=":", label="budget")
@@ -172,14 +181,14 @@ def _failures(d: RunDiagnostics) -> Plot:
 
 def _changes(d: RunDiagnostics) -> Plot:
     figure, axes = _figure()
-    known = [p for p in d.submissions if p.change is not None]
+    known = [(p.id, p.change) for p in d.submissions if p.change is not None]
     if known:
-        labels = [_text(p.id) for p in known]
-        axes.bar(labels, [p.change.lines_added for p in known], color=_COLOURS[2], label="lines added")
-        axes.bar(labels, [-p.change.lines_removed for p in known], color=_COLOURS[3], label="lines removed")
-        for x, p in enumerate(known):
-            count = p.change.files_changed
-            axes.annotate(f"{count} file{'' if count == 1 else 's'}", (x, p.change.lines_added), ha="center", va="bottom", fontsize=8)
+        labels = [_text(submission_id) for submission_id, _ in known]
+        axes.bar(labels, [change.lines_added for _, change in known], color=_COLOURS[2], label="lines added")
+        axes.bar(labels, [-change.lines_removed for _, change in known], color=_COLOURS[3], label="lines removed")
+        for x, (_, change) in enumerate(known):
+            count = change.files_changed
+            axes.annotate(f"{count} file{'' if count == 1 else 's'}", (x, change.lines_added), ha="center", va="bottom", fontsize=8)
         axes.axhline(0, color="#333333", linewidth=0.6)
         axes.set_ylabel("lines")
         axes.legend(loc="best")
@@ -193,12 +202,12 @@ def _changes(d: RunDiagnostics) -> Plot:
 
 def _gains(d: RunDiagnostics) -> Plot:
     figure, axes = _figure()
-    points = [p for p in d.submissions if _v(p.gain) is not None]
-    if points:
-        axes.bar([_text(p.id) for p in points], [_v(p.gain) for p in points], color=_COLOURS[4])
+    gains = [(p.id, gain) for p in d.submissions if (gain := _v(p.gain)) is not None]
+    if gains:
+        axes.bar([_text(submission_id) for submission_id, _ in gains], [gain for _, gain in gains], color=_COLOURS[4])
         axes.set_ylabel(_text(f"gain in {d.primary_metric}"))
         axes.axhline(0, color="#333333", linewidth=0.6)
-        axes.tick_params(axis="x", labelrotation=45 if len(points) > 8 else 0)
+        axes.tick_params(axis="x", labelrotation=45 if len(gains) > 8 else 0)
     else:
         _empty(axes, "fewer than two scored Submissions")
     axes.set_title("Score gain of each Submission over the best before it")

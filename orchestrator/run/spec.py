@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlsplit
 
 import yaml
@@ -306,7 +307,8 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{mark.line + 1}:{mark.column + 1}: {reason}" if mark is not None else f"not valid YAML: {reason}"
 
 
-def _problem(error: dict) -> str:
+def _problem(error: Mapping[str, Any]) -> str:
+    """One line for one of pydantic's errors (a `pydantic_core.ErrorDetails`): `location: reason`."""
     parts = [str(part) for part in error["loc"]]
     if parts[:1] == ["agent"] and len(parts) > 1 and parts[1] in _AGENT_KINDS:
         parts.pop(1)  # the union's tag, not a key the user wrote
@@ -317,5 +319,5 @@ def _problem(error: dict) -> str:
     return f"{location or '(top level)'}: {message}"
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     return RunSpec.model_json_schema()

@@ -65,8 +65,10 @@ class SessionClient:
         try:
             response = getattr(self._stub, method)(request, metadata=metadata, timeout=self._timeout)
         except grpc.RpcError as exc:
-            trailing = dict(exc.trailing_metadata() or ())
-            code = trailing.get(ERROR_METADATA_KEY) or uncoded_refusal(exc.code(), exc.details() or "")
+            # grpc's stubs say a trailing value is bytes; only a key ending in -bin carries bytes, ours a str.
+            trailing: dict[str, str | bytes] = {item.key: item.value for item in exc.trailing_metadata() or ()}
+            value = trailing.get(ERROR_METADATA_KEY)
+            code = (value.decode() if isinstance(value, bytes) else value) or uncoded_refusal(exc.code(), exc.details() or "")
             raise HostApiError(code=code, message=exc.details() or "") from None
         return MessageToDict(response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 

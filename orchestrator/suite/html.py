@@ -13,6 +13,7 @@ import io
 
 from matplotlib.figure import Figure
 
+from orchestrator.suite.ranking import Standing
 from orchestrator.suite.report import SuiteReport
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -69,7 +70,7 @@ def _number(value: float | None) -> str:
     return "<span class='missing'>none</span>" if value is None else f"{value:.4g}"
 
 
-def _standings_table(rows: tuple) -> str:
+def _standings_table(rows: tuple[Standing, ...]) -> str:
     lines = ["<table><tr><th>agent</th><th>rank score</th><th>wins</th><th>top-2</th><th>Benchmarks</th></tr>"]
     for position, s in enumerate(rows):
         css = " class='best'" if position == 0 else ""

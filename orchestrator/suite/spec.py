@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -130,7 +131,8 @@ def _read_suite_file(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _problem(error: dict) -> str:
+def _problem(error: Mapping[str, Any]) -> str:
+    """One line for one of pydantic's errors (a `pydantic_core.ErrorDetails`): `location: reason`."""
     parts = [str(part) for part in error["loc"]]
     # Drop the tags pydantic adds for a union: the agent kind, and the str-or-list of benchmarks.
     parts = [part for index, part in enumerate(parts) if not (index and parts[index - 1] == "agent")

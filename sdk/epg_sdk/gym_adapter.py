@@ -29,7 +29,7 @@ from epg_sdk.benchmark import (
 )
 
 
-def describe_space(space: spaces.Space) -> dict[str, Any]:
+def describe_space(space: spaces.Space[Any]) -> dict[str, Any]:
     """Return the public description of a gymnasium space. Raises TypeError for an unsupported space.
 
     A space of strings is ``{"type": "text"}``; for gymnasium's Text it also
@@ -61,7 +61,7 @@ def describe_space(space: spaces.Space) -> dict[str, Any]:
     raise TypeError(f"unsupported gymnasium space {space!r}")
 
 
-def _holds_text(space: spaces.Space) -> bool:
+def _holds_text(space: spaces.Space[Any]) -> bool:
     """True when space holds Python strings: gymnasium's Text, or any space declared with ``dtype=str``."""
     dtype = getattr(space, "dtype", None)
     return isinstance(dtype, np.dtype) and dtype.kind == "U"
@@ -91,12 +91,13 @@ def describe_environment(env_id: str) -> dict[str, Any]:
         env.close()
 
 
-def coerce_action(space: spaces.Space, action: Any) -> Any:
+def coerce_action(space: spaces.Space[Any], action: Any) -> Any:
     """Return action converted to what space holds. Raises InvalidAction when it does not fit."""
     if type(action) is int and type(space) is spaces.Discrete:
         if space.start <= action < space.start + space.n:
             return action  # the common case, checked without NumPy
         raise InvalidAction(f"action {action} is outside [{space.start}, {space.start + space.n})")
+    value: Any  # what the space holds: a NumPy scalar or array, a str
     try:
         if isinstance(space, spaces.Discrete):
             array = np.asarray(action)

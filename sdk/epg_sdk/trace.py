@@ -5,6 +5,8 @@ For an Environment's summary(): packages add one token per traced step and publi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 TRACE_LIMIT_CHARS = 2000
 SEPARATOR = "; "
 
@@ -51,7 +53,7 @@ class BoundedTrace:
         return text, True
 
     @staticmethod
-    def _take(tokens, budget: int) -> list[str]:
+    def _take(tokens: Iterable[str], budget: int) -> list[str]:
         taken: list[str] = []
         used = 0
         for token in tokens:

@@ -38,7 +38,8 @@ DERIVED = (
 
 def _exact_pins_in(text: str) -> list[str]:
     names = "|".join(re.escape(name).replace(r"\-", "[-_.]") for name in sdk_layer_versions())
-    return re.findall(rf"(?i)\b(?:{names})(?:\[[^\]]*\])?\s*===?\s*[0-9][0-9A-Za-z.+!-]*", text)
+    # Not within a longer name: mypy-protobuf or types-grpcio is another distribution than protobuf or grpcio.
+    return re.findall(rf"(?i)(?<![\w.-])(?:{names})(?:\[[^\]]*\])?\s*===?\s*[0-9][0-9A-Za-z.+!-]*", text)
 
 
 @pytest.mark.parametrize("path", DERIVED)
@@ -50,6 +51,7 @@ def test_the_check_above_finds_a_pin_written_by_hand():
     assert _exact_pins_in('REQUIREMENTS = ("grpcio==1.85.3", "Typing_Extensions == 4.16.0")\n') == ["grpcio==1.85.3", "Typing_Extensions == 4.16.0"]
     assert _exact_pins_in('"gymnasium[mujoco]==1.3.0",') == ["gymnasium[mujoco]==1.3.0"]
     assert _exact_pins_in('"numpy>=2.0", "protobuf>=7.35.1,<8"') == []
+    assert _exact_pins_in('"mypy-protobuf==5.1.0", "types-grpcio==1.85.0.20261028", "protobuf==7.36.2"') == ["protobuf==7.36.2"]
 
 
 def test_the_sdk_accepts_every_version_the_lock_pins():

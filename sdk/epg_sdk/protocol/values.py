@@ -9,7 +9,7 @@ import numpy as np
 
 from epg.v1 import values_pb2 as pb
 
-_DTYPES: dict[str, int] = {
+_DTYPES: dict[str, pb.DType.ValueType] = {
     "bool": pb.DTYPE_BOOL,
     "int8": pb.DTYPE_INT8,
     "int16": pb.DTYPE_INT16,
@@ -25,7 +25,7 @@ _DTYPES: dict[str, int] = {
 }
 _NUMPY_DTYPES: dict[int, np.dtype] = {code: np.dtype(name).newbyteorder("<") for name, code in _DTYPES.items()}
 
-_CODES_BY_DTYPE: dict[np.dtype, int] = {np.dtype(name).newbyteorder("<"): code for name, code in _DTYPES.items()}
+_CODES_BY_DTYPE: dict[np.dtype, pb.DType.ValueType] = {np.dtype(name).newbyteorder("<"): code for name, code in _DTYPES.items()}
 _CODES_BY_DTYPE.update({np.dtype(name).newbyteorder("|"): code for name, code in _DTYPES.items() if np.dtype(name).itemsize == 1})
 _NATIVE_LITTLE = np.dtype("<f4").isnative
 MAX_DEPTH = 32
@@ -147,9 +147,9 @@ def decode_tensor(tensor: pb.Tensor) -> np.ndarray:
             raise ValueCodecError(f"tensor of shape ({shape[0]},) and dtype {dtype.name} does not match its {len(data)} bytes")
         array = np.frombuffer(data, dtype=dtype)
     else:
-        shape = tuple(shape)
-        if len(data) != dtype.itemsize * math.prod(shape) or min(shape, default=0) < 0:
-            raise ValueCodecError(f"tensor of shape {shape} and dtype {dtype.name} does not match its {len(data)} bytes")
-        array = np.frombuffer(data, dtype=dtype).reshape(shape)
+        dims = tuple(shape)
+        if len(data) != dtype.itemsize * math.prod(dims) or min(dims, default=0) < 0:
+            raise ValueCodecError(f"tensor of shape {dims} and dtype {dtype.name} does not match its {len(data)} bytes")
+        array = np.frombuffer(data, dtype=dtype).reshape(dims)
     # A writable array in native byte order (a copy: the message owns the bytes).
     return array.copy() if _NATIVE_LITTLE else array.astype(dtype.newbyteorder("="))

@@ -63,7 +63,7 @@ class EpisodeLimits:
 
 
 class _PolicyFault(Exception):
-    def __init__(self, outcome: int, message: str, traceback_text: str = "", tail: bytes = b"") -> None:
+    def __init__(self, outcome: runner_pb2.RunnerOutcome.ValueType, message: str, traceback_text: str = "", tail: bytes = b"") -> None:
         super().__init__(message)
         self.outcome = outcome
         self.message = message

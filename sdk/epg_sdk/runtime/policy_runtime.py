@@ -113,7 +113,7 @@ class PolicyContext:
         self.action_space = action_space
         self.parameters = parameters
         self.seed = seed
-        self._program_dir: Any = program_dir
+        self._program_dir: str | Path = program_dir
         self._rng: np.random.Generator | None = None
 
     @property
@@ -178,7 +178,7 @@ def _load_policy(start: pb.Start) -> Any:
     return policy
 
 
-def _failure(fault: int, exc: BaseException, tail: OutputTail) -> pb.RuntimeFrame:
+def _failure(fault: pb.PolicyFault.ValueType, exc: BaseException, tail: OutputTail) -> pb.RuntimeFrame:
     import traceback
 
     frame = pb.RuntimeFrame()
