@@ -1,4 +1,5 @@
-"""Schema ids of every JSON record, and the one tolerant reader of records read back.
+"""Schema ids of every JSON record, and the one tolerant reader of records read back (their models: `records.events`,
+`records.models`).
 
 A record names its shape in a top-level "schema" field ("epg.<kind>/<major>");
 a reader that meets a record it cannot use says so in one line, never with a traceback.
@@ -21,8 +22,10 @@ SUBMISSION = "epg.submission/1"  # submissions/<id>/record.json
 EVENT = "epg.event/1"  # each line of events.jsonl
 VALIDATION = "epg.validation/1"  # validation.json
 ASSESSMENT = "epg.assessment/1"  # assessment.json
+SUITE = "epg.suite/1"  # suite.json, a suite's plan
+SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
 
-ALL = (RUN, EVALUATION, FEEDBACK, SUBMISSION, EVENT, VALIDATION, ASSESSMENT)
+ALL = (RUN, EVALUATION, FEEDBACK, SUBMISSION, EVENT, VALIDATION, ASSESSMENT, SUITE, SUITE_EVENT)
 
 
 class RecordError(ValueError):
