@@ -235,7 +235,7 @@ class SuiteEventType(StrEnum):
 
 
 class _SuiteEvent(_Event):
-    schema_id: Literal["epg.suite_event/1"] = Field(default=SUITE_EVENT, alias="schema")  # type: ignore[assignment]
+    schema_id: Literal["epg.suite_event/1"] = Field(default=SUITE_EVENT, alias="schema")  # type: ignore[assignment]  # another log's id
 
 
 class SuiteStarted(_SuiteEvent):

@@ -13,17 +13,17 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-RUN = "epg.run/1"  # run.json
-EVALUATION = "epg.evaluation/1"  # evaluation.json of `evaluate --output`, and its --json output
-FEEDBACK = "epg.feedback/1"  # feedback.json, published to the agent and kept per Submission
-SUBMISSION = "epg.submission/1"  # submissions/<id>/record.json
-EVENT = "epg.event/1"  # each line of events.jsonl
-VALIDATION = "epg.validation/1"  # validation.json
-ASSESSMENT = "epg.assessment/1"  # assessment.json
-SUITE = "epg.suite/1"  # suite.json, a suite's plan
-SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
+RUN: Final = "epg.run/1"  # run.json
+EVALUATION: Final = "epg.evaluation/1"  # evaluation.json of `evaluate --output`, and its --json output
+FEEDBACK: Final = "epg.feedback/1"  # feedback.json, published to the agent and kept per Submission
+SUBMISSION: Final = "epg.submission/1"  # submissions/<id>/record.json
+EVENT: Final = "epg.event/1"  # each line of events.jsonl
+VALIDATION: Final = "epg.validation/1"  # validation.json
+ASSESSMENT: Final = "epg.assessment/1"  # assessment.json
+SUITE: Final = "epg.suite/1"  # suite.json, a suite's plan
+SUITE_EVENT: Final = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
 
 ALL = (RUN, EVALUATION, FEEDBACK, SUBMISSION, EVENT, VALIDATION, ASSESSMENT, SUITE, SUITE_EVENT)
 

@@ -82,8 +82,8 @@ class SuiteDirectory:
         for run in plan:
             write_bytes(self.root / run.spec_file, spec_yaml(run.spec).encode(), mode=PUBLIC_FILE)
         # suite.json last: a suite directory without it holds no suite yet.
-        manifest = SuiteManifest(schema_id=SUITE, name=name, created_at=utc_now(), spec_dir=str(spec_dir),
-                                 runs=[PlannedRunRecord.model_validate(run.to_json()) for run in plan])
+        manifest = SuiteManifest.model_validate({"schema": SUITE, "name": name, "created_at": utc_now(), "spec_dir": str(spec_dir),
+                                                 "runs": [run.to_json() for run in plan]})
         write_json(self.manifest_path, manifest.to_json(), mode=PUBLIC_FILE)
 
     def read_manifest(self) -> SuiteManifest:

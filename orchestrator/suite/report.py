@@ -114,7 +114,7 @@ def _standing_json(standing: Standing, position: int) -> dict[str, Any]:
 def read_run(directory: SuiteDirectory, planned: PlannedRunRecord) -> RunRow:
     """The Run's row: phase, held-out score and direction from run.json, and what its run directory lacks."""
     records = RunDirectory(directory.run_dir(planned))
-    base = {"name": planned.name, "benchmark": str(planned.benchmark), "family": str(planned.family),
+    base: dict[str, Any] = {"name": planned.name, "benchmark": str(planned.benchmark), "family": str(planned.family),
             "agent": str(planned.agent), "repeat": planned.repeat or 0, "run_dir": planned.run_dir}
     problem = directory.run_problem(planned)
     if problem is not None:
