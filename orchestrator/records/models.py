@@ -1,5 +1,6 @@
 """The JSON documents of a run or suite directory as pydantic models: the run manifest (run.json), a Submission's
-record (record.json), a Feedback document (feedback.json), and a suite's plan (suite.json); `parse` turns a document
+record (record.json), a Feedback document (feedback.json), validation.json, assessment.json and a suite's plan
+(suite.json); `parse` turns a document
 read back into its model, a validation error into the reader's one-line RecordError.
 
 Every model forbids fields it does not know and names its schema id (`records.schema`). A document is written from its
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, Field, Strict, ValidationError
 
 from orchestrator.records.events import KeyedRecord, Phase, RecordedReason, TerminalReason, terminal_reason, validation_problem
-from orchestrator.records.schema import FEEDBACK, RUN, SUBMISSION, SUITE, RecordError
+from orchestrator.records.schema import ASSESSMENT, FEEDBACK, RUN, SUBMISSION, SUITE, VALIDATION, RecordError
 
 Number = Annotated[float, Strict()]  # an int or a float (NaN and infinities pass: readers check finite_number)
 Integer = Annotated[int, Strict()]  # not a bool, not a string
@@ -196,6 +197,37 @@ class SubmissionRecord(Record):
     selector: str | None = None
     indices: list[Integer] | None = None
     program_digest: str | None = None
+
+
+# validation.json and assessment.json ------------------------------------------------------------------------------------
+class ValidationResult(Record):
+    """One candidate's Validation: its score on the private Validation Episodes and its Feedback there."""
+
+    submission_id: str | None = None
+    program_digest: str | None = None
+    score: Number | None = None
+    policy_failures: Integer | None = None
+    feedback: FeedbackDocument | None = None
+
+
+class ValidationReport(Record):
+    """validation.json: the candidates, the rule that chose them, the Episodes each ran and the one selected."""
+
+    schema_id: Literal["epg.validation/1"] = Field(default=VALIDATION, alias="schema")
+    candidates: list[str] | None = None
+    rule: str | None = None
+    episodes: Integer | None = None
+    selected: str | None = None
+    results: list[ValidationResult] | None = None
+
+
+class AssessmentReport(FeedbackDocument):
+    """assessment.json: the selected Program's Feedback on the held-out Episodes, and the starting Program's on the same
+    Episodes (when the spec asks for it)."""
+
+    schema_id: Literal["epg.assessment/1"] = Field(default=ASSESSMENT, alias="schema")  # type: ignore[assignment]  # its own id
+    submission_id: str | None = None
+    initial_program: FeedbackDocument | None = None
 
 
 # suite.json ---------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.kernel.program import Program, ProgramError
-from orchestrator.records.models import AssessmentSummary, BudgetRecord
+from orchestrator.records.models import AssessmentSummary, BudgetRecord, ValidationReport
 from orchestrator.records.schema import finite_number
 from orchestrator.reports.diffs import program_changes
 from orchestrator.reports.run_records import RunRecords, SubmissionRecord, stored_program
@@ -150,15 +150,15 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
 
 def candidate_results(run: RunRecords) -> list[CandidateResult]:
     """Every Validation candidate with its train and Validation score, and the Assessment score of the selected one."""
-    validation = run.validation or {}
+    validation = run.validation or ValidationReport()
     selected = _selected(run)
-    scores = {str(r.get("submission_id")): finite_number(r.get("score")) for r in validation.get("results", []) if isinstance(r, dict)}
+    scores = {str(r.submission_id): finite_number(r.score) for r in validation.results or []}
     if not scores:
         recorded = run.manifest.validation.scores if run.manifest.validation is not None else None
         scores = {k: finite_number(v) for k, v in (recorded or {}).items()}
     assessment = finite_number(run.manifest.assessment_score)
     results = []
-    for submission_id in [str(c) for c in validation.get("candidates", scores.keys())]:
+    for submission_id in (validation.candidates if validation.candidates is not None else list(scores)):
         record = run.submission(submission_id)
         results.append(CandidateResult(
             submission_id=submission_id, train_score=record.score if record else None, validation_score=scores.get(submission_id),

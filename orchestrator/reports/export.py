@@ -186,17 +186,17 @@ def _outcome_record(run: RunRecords) -> dict[str, Any]:
     manifest = run.manifest
     validation = None
     if run.validation is not None:
+        report = run.validation
         validation = {
-            "rule": run.validation.get("rule"), "episodes": run.validation.get("episodes"),
-            "candidates": [str(c) for c in run.validation.get("candidates", [])], "selected": run.validation.get("selected"),
-            "results": [{"submission_id": r.get("submission_id"), "program_digest": r.get("program_digest"), "score": r.get("score"),
-                         "policy_failures": r.get("policy_failures")} for r in run.validation.get("results", []) if isinstance(r, dict)],
+            "rule": report.rule, "episodes": report.episodes, "candidates": list(report.candidates or []), "selected": report.selected,
+            "results": [{"submission_id": r.submission_id, "program_digest": r.program_digest, "score": r.score,
+                         "policy_failures": r.policy_failures} for r in report.results or []],
         }
     assessment = None
     summary = manifest.assessment
     if run.assessment is not None and summary is not None:
         assessment = {
-            "submission_id": run.assessment.get("submission_id"), "program_digest": run.assessment.get("program_digest"),
+            "submission_id": run.assessment.submission_id, "program_digest": run.assessment.program_digest,
             "score": summary.score, "episodes": summary.episodes, "policy_failures": summary.policy_failures,
             "initial_program_score": summary.initial_program_score,
         }

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.kernel.program import Program, ProgramError, ProgramErrorCode, capture_program_at
 from orchestrator.records import models, safe_read, schema
@@ -24,6 +24,7 @@ MAX_TASK_BYTES = 1024 * 1024
 MAX_SUBMISSION_RECORDS_BYTES = 1 << 30  # every submissions/*/record.json of one Run together
 _PUBLIC_SPEC = re.compile(r"^## Public spec\s*\n+```json\n(.*?)\n```", re.S | re.M)
 _RELAY_FILE = re.compile(r"^exchanges\.(\d+)\.jsonl$")
+Report = TypeVar("Report", models.ValidationReport, models.AssessmentReport)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +76,8 @@ class RunRecords:
     submissions: tuple[SubmissionRecord, ...]
     task: str
     public_spec: dict[str, Any]
-    validation: dict[str, Any] | None
-    assessment: dict[str, Any] | None
+    validation: models.ValidationReport | None
+    assessment: models.AssessmentReport | None
     problems: tuple[str, ...] = ()
 
     @property
@@ -142,8 +143,8 @@ def load_run(root: Path) -> RunRecords:
         submissions=tuple(sorted(submissions, key=lambda s: s.order)),
         task=task,
         public_spec=public_spec_of(task),
-        validation=_optional_record(root, "validation.json", schema.VALIDATION, problems, manifest, "validation"),
-        assessment=_optional_record(root, "assessment.json", schema.ASSESSMENT, problems, manifest, "assessment"),
+        validation=_optional_record(root, "validation.json", models.ValidationReport, problems, manifest, "validation"),
+        assessment=_optional_record(root, "assessment.json", models.AssessmentReport, problems, manifest, "assessment"),
         problems=tuple(problems),
     )
 
@@ -225,11 +226,13 @@ def _read_submission(root: Path, name: str, budget: list[int]) -> SubmissionReco
         return SubmissionRecord(id=name, error=f"malformed record: {exc}")
 
 
-def _optional_record(root: Path, name: str, kind: str, problems: list[str], manifest: models.RunManifest,
-                     field_name: str) -> dict[str, Any] | None:
-    """The record root/name; None without a note when the Run never reached it."""
+def _optional_record(root: Path, name: str, model: type[Report], problems: list[str], manifest: models.RunManifest,
+                     field_name: str) -> Report | None:
+    """The record root/name as model; None, and a note in problems, when it cannot be read so; None without a note when
+    the Run never reached it."""
+    schema_id = model.model_fields["schema_id"].default
     try:
-        return safe_read.read_record(root, name, kind)
+        return models.parse(model, root / name, safe_read.read_record(root, name, schema_id))
     except schema.RecordError as exc:
         if exc.reason != "missing":
             problems.append(str(exc))

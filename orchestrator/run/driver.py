@@ -60,7 +60,7 @@ from orchestrator.records.events import (
     ValidationDone,
 )
 from orchestrator.records.feedback import feedback_json
-from orchestrator.records.models import RunManifest
+from orchestrator.records.models import AssessmentReport, RunManifest, ValidationReport
 from orchestrator.records.progress import Notify, RunProgress
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.relay.server import ModelRelay
@@ -423,7 +423,8 @@ class RunDriver:
         self._notify(RunProgress.PHASE, {"phase": Phase.VALIDATION.value})
         candidates, rule = self._candidates(state, direction)
         if not candidates:
-            write_json(records.root / "validation.json", {"schema": schema.VALIDATION, "candidates": [], "rule": rule, "selected": None})
+            write_json(records.root / "validation.json", ValidationReport.model_validate(
+                {"schema": schema.VALIDATION, "candidates": [], "rule": rule, "selected": None}).to_json())
             records.update_manifest(validation={"candidates": [], "selected": None}, final=None, assessment=None,
                                     terminal_reason=records.read_manifest().terminal_reason or TerminalReason.NO_SUBMISSIONS)
             records.append(ValidationDone(selected=None))  # nothing selected: the Run is done here
@@ -445,7 +446,7 @@ class RunDriver:
         best = select_candidate(results, direction, failures_break_ties=self._spec.validation.candidates == "agent")
         report = {"schema": schema.VALIDATION, "candidates": list(candidates), "rule": rule, "episodes": spec.validation.episodes,
                   "selected": best.submission_id, "results": table}
-        write_json(records.root / "validation.json", report)
+        write_json(records.root / "validation.json", ValidationReport.model_validate(report).to_json())
         records.update_manifest(
             validation={"candidates": list(candidates), "rule": rule, "selected": best.submission_id,
                         "scores": {r.submission_id: r.score for r in results}},
@@ -477,7 +478,7 @@ class RunDriver:
         if reference:
             report["initial_program"] = feedback_json(reference[0], initial.digest)
             summary["initial_program_score"] = reference[0].score
-        write_json(records.root / "assessment.json", report)
+        write_json(records.root / "assessment.json", AssessmentReport.model_validate(report).to_json())
         records.update_manifest(assessment=summary,
                                 final={**final.to_json(), "is_initial_program": final.program_digest == initial.digest})
         records.append(AssessmentDone(score=feedback.score))

@@ -171,10 +171,10 @@ class RunHost:
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
         write_artifacts(directory, artifacts)
-        write_json(directory / "record.json", {
+        write_json(directory / "record.json", SubmissionRecord.model_validate({
             "schema": schema.SUBMISSION, "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
             "program_digest": digest, "feedback": document,
-        })
+        }).to_json())
         publish_feedback(self._records.published_feedback(view.id), document, artifacts)
         failures = sum(1 for e in document["episodes"] if e["failure"])
         # Taken while the Submission is still in flight, so no other can be admitted
