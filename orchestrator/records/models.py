@@ -75,6 +75,21 @@ class BenchmarkPackage(Record):
     image: str
 
 
+class RelayTotals(Record):
+    """What the model relay saw over every agent attempt (`relay.server.RelayCounters`, summed)."""
+
+    requests: Integer | None = None
+    refused: Integer | None = None
+    errors: Integer | None = None
+    tokens: Integer | None = None
+    request_bytes: Integer | None = None
+    response_bytes: Integer | None = None
+    refused_bytes: Integer | None = None
+    refused_connections: Integer | None = None
+    unrecorded: Integer | None = None
+    limit_reached: str | None = None  # why the agent phase ended early, None while no limit was reached
+
+
 class ValidationSummary(Record):
     candidates: list[str] | None = None
     rule: str | None = None
@@ -116,7 +131,7 @@ class RunManifest(Record):
     images: dict[str, ImageRecord] | None = None
     benchmark_package: BenchmarkPackage | None = None
     metric: Metric | None = None
-    relay: dict[str, Integer | bool | None] | None = None
+    relay: RelayTotals | None = None
     terminal_reason: RecordedReason | None = None
     validation: ValidationSummary | None = None
     final: FinalSelection | None = None

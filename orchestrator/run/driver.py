@@ -401,7 +401,8 @@ class RunDriver:
 
     def _record_relay(self, relay: ModelRelay) -> None:
         """Add this attempt's relay counts to run.json's totals."""
-        totals: dict[str, Any] = dict(self._records.read_manifest().relay or {})
+        recorded = self._records.read_manifest().relay
+        totals: dict[str, Any] = recorded.to_json() if recorded is not None else {}
         counts = relay.counters.to_json()
         for key in ("requests", "refused", "errors", "tokens", "request_bytes", "response_bytes", "refused_bytes",
                     "refused_connections", "unrecorded"):

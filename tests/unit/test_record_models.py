@@ -235,3 +235,12 @@ def test_every_run_progress_kind_is_shown(capsys):
     for text in ("a note", "phase: validation", "s0001  score      2.500", "s0002 voided: why", "candidates s0001",
                  "validation: s0001 scored 1.500", "assessment: 0.500"):
         assert text in shown
+
+
+def test_the_relay_totals_a_run_records_fit_the_manifest():
+    from orchestrator.relay.server import RelayCounters
+
+    counts = RelayCounters(requests=3, tokens=120, limit_reached="tokens: 100 allowed").to_json()
+    manifest = RunManifest().updated(relay=counts)
+    assert manifest.relay is not None and manifest.relay.limit_reached == "tokens: 100 allowed"
+    assert manifest.to_json()["relay"] == counts
