@@ -104,6 +104,7 @@ class KeyedRecord(BaseModel):
 
 
 class _Event(KeyedRecord):
+    """One line of an event log: its schema id, its time (Unix seconds, set when it is appended) and its kind's fields."""
 
     schema_id: Literal["epg.event/1"] = Field(default=EVENT, alias="schema")
     time: float | None = None
