@@ -150,8 +150,8 @@ def _receipts(run: RunRecords) -> dict[str, dict[str, Any]]:
             used, made = used - sizes.get(event.id, 0), made - 1
         elif isinstance(event, SubmissionCompleted) and (record := run.submission(event.id)) is not None and record.error is None:
             left = {"episodes_used": used,
-                    "episodes_left": episodes - used if isinstance(episodes, int) else None,
-                    "submissions_left": submissions - made if isinstance(submissions, int) else None}
+                    "episodes_left": episodes - used if episodes is not None else None,
+                    "submissions_left": submissions - made if submissions is not None else None}
             receipts[record.id] = _receipt(record, left)
     return receipts
 
