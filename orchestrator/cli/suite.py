@@ -153,10 +153,10 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
     from orchestrator.images.catalogue import CatalogueError, resolve_benchmark
     from orchestrator.run.relay_setup import AGENT_IMAGES
     from orchestrator.run.spec import SpecError, load_spec
-    from orchestrator.suite.directory import run_phase
+    from orchestrator.suite.directory import is_done
 
     try:
-        runs = [r for r in directory.read_manifest().runs if run_phase(directory.run_dir(r)) != "done"]
+        runs = [r for r in directory.read_manifest().runs if not is_done(directory.run_dir(r))]
         if not runs:
             return
         builder = ImageBuilder(DockerEngine.connect().client, base=base, environments=roots,

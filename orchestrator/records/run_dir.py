@@ -143,12 +143,13 @@ class RunDirectory:
         return parse(RunManifest, self.manifest_path, document)
 
     def read_manifest(self) -> RunManifest:
-        """run.json reconciled with the event log, the source of truth for where the Run stands; an empty manifest before
+        """run.json reconciled with the event log, what a reader shows of where the Run stands; an empty manifest before
         run.json is first written. Raises schema.RecordError as read_stored_manifest does.
 
-        The event of a phase's end is written before the manifest, so the log is never behind: the phase is the later of
-        the two (a manifest written without a log, or a log of before this rule, keeps its own), and a terminal reason
-        the manifest lacks is the log's. A log that cannot be read leaves the manifest as stored (its readers say why).
+        The event of a phase's end is written before run.json's phase, so the log is never behind: the phase is the later
+        of the two (a manifest written without a log, or a log of before this rule, keeps its own), and a terminal
+        reason the manifest lacks is the log's. A log that cannot be read leaves the manifest as stored (its readers say
+        why). A resume starts from the stored phase instead (`run.driver.RunDriver` catches it up first).
         """
         stored = self.read_stored_manifest() or RunManifest()
         try:
@@ -158,10 +159,10 @@ class RunDirectory:
         return reconcile(stored, events)
 
     def update_manifest(self, **fields: Any) -> RunManifest:
-        """Set fields of run.json (the manifest reconciled with the log, then fields) atomically; return it. Raises
-        schema.RecordError when run.json cannot be read, ValueError when a field is not as RunManifest says."""
+        """Set fields of run.json (as stored) atomically; return it. Raises schema.RecordError when run.json cannot be
+        read, ValueError when a field is not as RunManifest says."""
         with self._lock:
-            manifest = self.read_manifest().updated(**fields)
+            manifest = (self.read_stored_manifest() or RunManifest()).updated(**fields)
             write_json(self.manifest_path, {**manifest.to_json(), "schema": schema.RUN})
         return manifest
 

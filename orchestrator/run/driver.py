@@ -3,10 +3,13 @@
 Phases, each recorded in events.jsonl so that `--resume` continues where a
 killed orchestrator stopped: "agent" (the agent works; Submissions), then
 "validation", then "assessment", then "done". A phase ends in three writes: its
-results (validation.json, the manifest's fields), then the event that ends it
-(the source of truth for the phase), then the manifest's phase (a cache that
-`RunDirectory.read_manifest` reconciles from the log): a crash between any two
-leaves a Run that reads, and resumes, at the right phase.
+results (validation.json, the manifest's fields), then the event that ends it,
+then run.json's phase. A crash between any two is harmless: readers show the
+later of the log's phase and run.json's (`RunDirectory.read_manifest`), and a
+resume first catches run.json up with every phase end the log records whose
+results are in place (`catch_up`), so it neither starts another agent nor
+evaluates a finished phase again; it resumes from run.json's phase, so a phase
+whose results are gone is run again.
 
 The agent phase ends in one order, whatever ended it: the agent's container
 stops; the Host API refuses Submit and Finish (`session_closed`); a
@@ -25,7 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
@@ -55,6 +58,7 @@ from orchestrator.records.events import (
     Created,
     Phase,
     Prestart,
+    RunEvent,
     Started,
     TerminalReason,
     ValidationDone,
@@ -70,6 +74,8 @@ from orchestrator.run.instructions import render_instructions
 from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
 from orchestrator.run.seed_key import open_seed_key, reopen_seed_key
 from orchestrator.run.spec import CommandAgent, RunSpec
+
+E = TypeVar("E", AgentPhaseEnded, ValidationDone, AssessmentDone)
 
 # What an idle pooled policy container holds (make bench prints it: "memory of one idle pooled container").
 IDLE_POLICY_CONTAINER_MIB = 18
@@ -142,6 +148,42 @@ def kubernetes_options(spec: RunSpec) -> KubernetesOptions | None:
                              registry_prefix=kube.registry_prefix, runtime_class_name=kube.runtime_class_name)
 
 
+def _last_after(events: list[RunEvent], kind: type[E], after: tuple[type[RunEvent], ...]) -> E | None:
+    """The last event of kind logged after the last event of one of the after kinds (from the start without one)."""
+    start = max((i for i, e in enumerate(events) if isinstance(e, after)), default=-1)
+    found = [e for e in events[start + 1:] if isinstance(e, kind)]
+    return found[-1] if found else None
+
+
+def catch_up(records: RunDirectory) -> str:
+    """Bring run.json's phase up to every phase end the event log records after it whose results are in place; return
+    what was caught up ("" for nothing). Raises schema.RecordError.
+
+    The agent phase's end needs nothing more than its event (the workspace is copied out before it), Validation's its
+    validation.json and run.json's validation fields, the Assessment's its assessment.json and run.json's assessment.
+    """
+    manifest, events, done = records.read_stored_manifest() or RunManifest(), records.events(), []
+    if manifest.current_phase is Phase.AGENT:
+        ended = _last_after(events, AgentPhaseEnded, (AgentStarted,))
+        if ended is None:
+            return ""
+        manifest = records.update_manifest(phase=Phase.VALIDATION, terminal_reason=manifest.terminal_reason or ended.terminal_reason)
+        done.append("the agent phase had ended")
+    if manifest.current_phase is Phase.VALIDATION:
+        validated = _last_after(events, ValidationDone, (AgentPhaseEnded,))
+        if validated is None or manifest.validation is None or not (records.root / "validation.json").is_file():
+            return "; ".join(done)
+        manifest = records.update_manifest(phase=Phase.DONE if validated.selected is None else Phase.ASSESSMENT)
+        done.append("Validation was done")
+    if manifest.current_phase is Phase.ASSESSMENT:
+        assessed = _last_after(events, AssessmentDone, (ValidationDone,))
+        if assessed is None or manifest.assessment is None or not (records.root / "assessment.json").is_file():
+            return "; ".join(done)
+        records.update_manifest(phase=Phase.DONE)
+        done.append("the Assessment was done")
+    return "; ".join(done)
+
+
 class RunDriver:
     """Executes one Run. Not thread-safe: one driver per run directory."""
 
@@ -157,11 +199,15 @@ class RunDriver:
         if options.resume:
             if not records.events_path.exists():
                 raise FileNotFoundError(f"{options.run_dir} holds no Run to resume")
-            if records.read_manifest().phase is Phase.DONE:
+            if self._phase() is Phase.DONE:
                 return records.read_manifest()
         # The secret of every hidden Episode: read once, before anything starts; only its id is recorded.
         self._seed_key = (reopen_seed_key(records.read_manifest().to_json(), options.run_dir) if options.resume
                           else open_seed_key(self._spec.seed_key_file, options.spec_dir, options.run_dir))
+        if options.resume:
+            caught_up = catch_up(records)
+            if caught_up:
+                self._notify(RunProgress.NOTE, {"message": f"run.json caught up with the event log: {caught_up}"})
         started = time.monotonic()
         engine = DockerEngine.connect()
         reaped = reap_orphans(engine)
@@ -180,7 +226,7 @@ class RunDriver:
         try:
             if not options.resume:
                 self._create(package.baseline_dir)
-            elif records.read_manifest().current_phase is Phase.AGENT:
+            elif self._phase() is Phase.AGENT:
                 self._bound_workspace()
             self._record_provenance(engine, built, package, agent_image)
             records.append(Started(resume=options.resume, owner=labels.owner, session=labels.session))
@@ -202,15 +248,15 @@ class RunDriver:
                 recovered = host.recover_in_flight()
                 if recovered:
                     self._notify(RunProgress.NOTE, {"message": recovered})
-                if records.read_manifest().current_phase is Phase.AGENT:
+                if self._phase() is Phase.AGENT:
                     self._prestart(sandbox, Phase.AGENT)
                     reason = self._agent_phase(engine, host, labels, tags[agent_image], sandbox, tuning.lanes())
                     workspace_fs.unmount_into_directory(records.root, records.workspace)
                     records.append(AgentPhaseEnded(terminal_reason=reason))  # the phase ends here, then its cache
                     records.update_manifest(phase=Phase.VALIDATION, terminal_reason=reason)
-                if records.read_manifest().current_phase is Phase.VALIDATION:
+                if self._phase() is Phase.VALIDATION:
                     self._validation_phase(sandbox, state, benchmark.direction)
-                if records.read_manifest().current_phase is Phase.ASSESSMENT:
+                if self._phase() is Phase.ASSESSMENT:
                     self._assessment_phase(sandbox)
                 sandbox.pool.resize(0)  # nothing follows: start no more containers before the pool closes
         finally:
@@ -219,6 +265,11 @@ class RunDriver:
             if records.manifest_path.exists():
                 self._record_accounting(time.monotonic() - started)
         return records.read_manifest()
+
+    def _phase(self) -> Phase:
+        """The phase to run: run.json's (a resume catches it up first)."""
+        stored = self._records.read_stored_manifest()
+        return stored.current_phase if stored is not None else Phase.AGENT
 
     # provenance ------------------------------------------------------------------
     def _record_provenance(self, engine: DockerEngine, built: dict[str, BuildResult], package: EnvironmentPackage, agent_image: str) -> None:
@@ -251,7 +302,7 @@ class RunDriver:
             "episodes_spent": status.episodes_used,
             "submissions_made": status.submissions_used,
             "agent_exit_code": exits[-1].exit_code if exits else None,
-            "ended_at": provenance.utc_now() if manifest.phase is Phase.DONE else None,
+            "ended_at": provenance.utc_now() if self._phase() is Phase.DONE else None,
         }
         records.update_manifest(**fields)
 

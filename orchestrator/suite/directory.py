@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
-from orchestrator.records.events import SUITE_EVENT_ADAPTER, SuiteEvent, SuiteEventType, parse_log
+from orchestrator.records.events import SUITE_EVENT_ADAPTER, Phase, SuiteEvent, SuiteEventType, parse_log
 from orchestrator.records.models import PlannedRunRecord, SuiteManifest, parse
 from orchestrator.records.provenance import utc_now
 from orchestrator.records.run_dir import RunDirectory
@@ -166,9 +166,21 @@ def planned(run: PlannedRunRecord | Mapping[str, Any]) -> PlannedRunRecord:
     return run if isinstance(run, PlannedRunRecord) else PlannedRunRecord.model_validate(run)
 
 
+def is_done(run_dir: Path) -> bool:
+    """Whether a Run of the suite needs no resuming: its run.json says "done" (a Run whose log is ahead of its run.json
+    is resumed, which catches run.json up). False for a Run never started or unreadable, and when run_dir is a link."""
+    if run_dir.is_symlink():
+        return False
+    try:
+        stored = RunDirectory(run_dir).read_stored_manifest()
+    except record_schema.RecordError:
+        return False
+    return stored is not None and stored.phase is Phase.DONE
+
+
 def run_phase(run_dir: Path) -> str:
-    """Where a Run of the suite stands: "pending" (never started), "done", or its phase ("agent", ...; "unreadable",
-    also when run_dir is a link)."""
+    """Where a Run of the suite stands, as its records show it (`RunDirectory.read_manifest`): "pending" (never
+    started), "done", or its phase ("agent", ...; "unreadable", also when run_dir is a link)."""
     if run_dir.is_symlink():
         return "unreadable"
     records = RunDirectory(run_dir)

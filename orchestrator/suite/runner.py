@@ -34,7 +34,7 @@ from orchestrator.records.events import SubmissionAdmitted, SubmissionCompleted
 from orchestrator.records.models import PlannedRunRecord
 from orchestrator.records.progress import SuiteNotify, SuiteProgress
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.suite.directory import SuiteDirectory, run_phase
+from orchestrator.suite.directory import SuiteDirectory, is_done, run_phase
 
 # Run in the child before it becomes `epg-orchestrate`: die with the runner (PR_SET_PDEATHSIG is 1, kept across
 # execve), and give up if the runner is already gone. argv: the runner's pid, then the command's arguments.
@@ -126,7 +126,7 @@ class SuiteRunner:
         """
         runs = self._directory.read_manifest().runs
         lock = self._directory.lock()  # held until this process ends, however it ends
-        waiting = [run for run in runs if run_phase(self._directory.run_dir(run)) != "done"]
+        waiting = [run for run in runs if not is_done(self._directory.run_dir(run))]
         self._directory.append_event("suite_started", runs=len(runs), waiting=len(waiting), runs_at_once=self._options.runs_at_once)
         self._notify(SuiteProgress.PLAN, {"total": len(runs), "done": len(runs) - len(waiting), "waiting": [r.name for r in waiting]})
         outcomes: list[RunOutcome] = []

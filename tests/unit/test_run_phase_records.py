@@ -1,5 +1,6 @@
 """The Run driver ends a phase with its event before the manifest's phase: an orchestrator killed between the two
-leaves a run directory that reads, and resumes, at the phase the event log records."""
+leaves a run directory that reads at the phase the event log records, and that a resume catches up (`catch_up`)
+without starting another agent or evaluating the phase again; a phase whose results are gone is run again."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from orchestrator.kernel.session import SessionState
 from orchestrator.records import events as ev
 from orchestrator.records.events import Phase, TerminalReason
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.run.driver import RunDriver, RunOptions, budget_of
+from orchestrator.run.driver import RunDriver, RunOptions, budget_of, catch_up
 from orchestrator.run.seed_key import SeedKey
 from orchestrator.run.spec import RunSpec
 
@@ -84,7 +85,9 @@ def test_a_crash_between_the_validation_event_and_the_manifest_resumes_at_the_as
     manifest = records.read_manifest()
     assert manifest.phase is Phase.ASSESSMENT and manifest.final is not None and manifest.final.submission_id == "s0001"
     validated = len(sandbox.calls)
-    driver._assessment_phase(sandbox)  # what a resume runs at the phase the records say
+    assert catch_up(records) == "Validation was done"  # what a resume does first
+    assert records.read_stored_manifest().phase is Phase.ASSESSMENT and driver._phase() is Phase.ASSESSMENT
+    driver._assessment_phase(sandbox)  # then the phase run.json names
     assert validated == 2 and len(sandbox.calls) == validated + 4  # Validation is not run again: 2 held-out Episodes each
     # for the selected Program and the starting one
     done = records.read_manifest()
@@ -94,13 +97,40 @@ def test_a_crash_between_the_validation_event_and_the_manifest_resumes_at_the_as
     assert ends == [ev.AgentPhaseEnded, ev.ValidationDone, ev.AssessmentDone]  # each phase ended once
 
 
-def test_a_crash_between_the_agent_phase_event_and_the_manifest_leaves_the_validation_to_do(tmp_path):
+def test_a_crash_between_the_agent_phase_event_and_the_manifest_leaves_the_validation_to_do_and_no_agent_to_start(tmp_path):
     driver, _ = agent_phase_over(tmp_path)
     records = driver._records
-    records.manifest_path.write_text(records.manifest_path.read_text().replace('"validation"', '"agent"'))  # killed before
-    stored = records.read_stored_manifest()
-    assert stored.phase is Phase.AGENT
+    # Killed after agent_phase_ended was logged, before run.json said so.
+    records.manifest_path.write_text(records.manifest_path.read_text().replace('"validation"', '"agent"').replace(
+        '"finish_called"', "null"))
+    assert records.read_stored_manifest().phase is Phase.AGENT
     assert records.read_manifest().phase is Phase.VALIDATION and records.read_manifest().reason is TerminalReason.FINISH_CALLED
+    assert catch_up(records) == "the agent phase had ended"
+    stored = records.read_stored_manifest()
+    assert (stored.phase, stored.reason) == (Phase.VALIDATION, TerminalReason.FINISH_CALLED)
+    assert catch_up(records) == ""  # nothing more: Validation has not ended
+
+
+def test_an_agent_started_again_after_the_agent_phase_ended_is_not_caught_up(tmp_path):
+    driver, _ = agent_phase_over(tmp_path)
+    records = driver._records
+    records.update_manifest(phase=Phase.AGENT)
+    records.append(ev.AgentStarted(attempt=2))  # a later attempt is under way: its end is not logged
+    assert catch_up(records) == "" and driver._phase() is Phase.AGENT
+
+
+def test_a_phase_whose_results_are_gone_is_run_again(tmp_path):
+    driver, state = agent_phase_over(tmp_path)
+    records = driver._records
+    sandbox = PhasedSandbox()
+    driver._validation_phase(sandbox, state, "maximize")
+    driver._assessment_phase(sandbox)
+    assert driver._phase() is Phase.DONE
+    (records.root / "assessment.json").unlink()
+    records.update_manifest(phase=Phase.ASSESSMENT)  # as tests/docker/test_secret_episodes.py asks for the Assessment again
+    assert catch_up(records) == "" and driver._phase() is Phase.ASSESSMENT
+    driver._assessment_phase(sandbox)
+    assert (records.root / "assessment.json").is_file() and driver._phase() is Phase.DONE
 
 
 def test_nothing_to_validate_is_logged_before_the_manifest_says_done(tmp_path, monkeypatch):
@@ -118,5 +148,7 @@ def test_nothing_to_validate_is_logged_before_the_manifest_says_done(tmp_path, m
     monkeypatch.setattr(records, "update_manifest", dies_writing_the_phase)
     with pytest.raises(Killed):
         driver._validation_phase(PhasedSandbox(), nothing, "maximize")
+    monkeypatch.setattr(records, "update_manifest", update)
     manifest = records.read_manifest()
     assert (manifest.phase, manifest.final) == (Phase.DONE, None)
+    assert catch_up(records) == "Validation was done" and driver._phase() is Phase.DONE
