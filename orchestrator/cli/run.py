@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, assert_never
 
 import typer
 
@@ -12,10 +13,11 @@ from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, o
 from orchestrator.cli.options import AllowCredential, Base, Environments, OutputDir, Scope, credential_grants, environment_roots
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import ProgramError
-from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import RecordError
 
+# The records' models load pydantic: their modules load inside the command, not with --help.
 if TYPE_CHECKING:
+    from orchestrator.records.models import RunManifest
     from orchestrator.run.spec import RunSpec
 
 
@@ -41,6 +43,8 @@ def run(
     # Loaded here, not with the CLI: --help and every other command would pay for them (the engine's client, grpc,
     # pydantic, the relay's HTTP client).
     from orchestrator.images.catalogue import CatalogueError, discover
+    from orchestrator.records.models import RunManifest
+    from orchestrator.records.run_dir import RunDirectory
     from orchestrator.run.driver import RunDriver, RunOptions
     from orchestrator.run.preflight import preflight, preflight_benchmark
     from orchestrator.run.relay_setup import RelayConfigError, with_grants
@@ -65,7 +69,7 @@ def run(
     try:
         if resume is not None:
             run_dir = resume
-            spec_dir = Path(RunDirectory(resume).read_manifest().get("spec_dir", str(resume)))
+            spec_dir = Path(RunDirectory(resume).read_manifest().spec_dir or str(resume))
             problems = preflight_benchmark(spec, packages)
         else:
             default = Path("runs") / f"{spec.benchmark.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -85,7 +89,7 @@ def run(
     try:
         with err.status("starting", spinner="dots") as status:
             reporter.status = status
-            manifest = RunDriver(options, reporter.notify).execute()
+            manifest = RunManifest.model_validate(RunDriver(options, reporter.notify).execute())
     except (FileExistsError, FileNotFoundError, RelayConfigError, SeedKeyError, RecordError) as exc:
         fail(str(exc))
     except ProgramError as exc:
@@ -93,7 +97,7 @@ def run(
     except InfrastructureError as exc:
         fail_infrastructure(exc, run_dir / "diagnostics")
     if as_json:
-        print_json({"run_dir": str(run_dir), **manifest})
+        print_json({"run_dir": str(run_dir), **manifest.to_json()})
     else:
         print_manifest(run_dir, manifest)
 
@@ -145,19 +149,24 @@ class _Reporter:
         self.best: float | None = None
         self.status = None
 
-    def notify(self, kind: str, fields: dict[str, Any]) -> None:
+    def notify(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """Show one progress event of the Run. Raises ValueError for a kind that is not a RunProgress or one without its
+        fields (records.progress.checked), quiet or not: a wrong kind is an error, never dropped."""
+        from orchestrator.records.progress import RunProgress, checked
+
+        kind = checked(RunProgress, kind, fields)
         if self.quiet:
             return
-        if kind == "note":
+        if kind is RunProgress.NOTE:
             err.print(f"[dim]{fields['message']}[/]", highlight=False)
-        elif kind == "phase":
+        elif kind is RunProgress.PHASE:
             err.print(f"[bold]phase: {fields['phase']}[/]")
             if self.status is not None:
                 self.status.update(f"{fields['phase']}")
-        elif kind == "submission_started":
+        elif kind is RunProgress.SUBMISSION_STARTED:
             if self.status is not None:
                 self.status.update(f"agent: evaluating {fields['id']} on {fields['episodes']} Episodes")
-        elif kind == "submission_completed":
+        elif kind is RunProgress.SUBMISSION_COMPLETED:
             status = fields["status"]
             score = fields["score"]
             better = min if fields["direction"] == "minimize" else max
@@ -169,27 +178,28 @@ class _Reporter:
             )
             if self.status is not None:
                 self.status.update(f"agent: {status.submissions_used} Submissions, {status.episodes_left} Episodes left, best {self.best:.3f}")
-        elif kind == "submission_voided":
+        elif kind is RunProgress.SUBMISSION_VOIDED:
             err.print(f"[yellow]{fields['id']} voided: {fields['reason']}[/]", highlight=False)
-        elif kind == "finished":
+        elif kind is RunProgress.FINISHED:
             err.print(f"agent finished with candidates {', '.join(fields['candidates'])}")
-        elif kind == "validated":
+        elif kind is RunProgress.VALIDATED:
             err.print(f"validation: {fields['id']} scored {fields['score']:.3f}")
-        elif kind == "assessed":
+        elif kind is RunProgress.ASSESSED:
             err.print(f"assessment: {fields['score']:.3f}")
+        else:
+            assert_never(kind)
 
 
-def print_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+def print_manifest(run_dir: Path, manifest: RunManifest) -> None:
     """The end of a Run in a few lines; tolerant of a partial run.json."""
-    final = manifest.get("final") if isinstance(manifest.get("final"), dict) else {}
-    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
+    final, assessment = manifest.final, manifest.assessment
     out.print(f"Run directory: {run_dir}")
-    out.print(f"terminal reason: {manifest.get('terminal_reason')}")
-    if final:
-        out.print(f"selected: {final.get('submission_id')} ({final.get('program_digest')})")
-        score = assessment.get("score")
-        out.print(f"[bold]assessment score: {score:.4f}[/]" if isinstance(score, (int, float)) else "assessment: not done")
-        if isinstance(assessment.get("initial_program_score"), (int, float)):
-            out.print(f"starting Program on the same Episodes: {assessment['initial_program_score']:.4f}")
+    out.print(f"terminal reason: {manifest.terminal_reason}")
+    if final is not None:
+        out.print(f"selected: {final.submission_id} ({final.program_digest})")
+        score = assessment.score if assessment is not None else None
+        out.print(f"[bold]assessment score: {score:.4f}[/]" if score is not None else "assessment: not done")
+        if assessment is not None and assessment.initial_program_score is not None:
+            out.print(f"starting Program on the same Episodes: {assessment.initial_program_score:.4f}")
     else:
         out.print("no candidate: nothing was assessed")

@@ -10,7 +10,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Optional
 
 import typer
 from rich.table import Table
@@ -21,7 +21,10 @@ from orchestrator.cli.run import image_checker, require_backend
 from orchestrator.cli.terminal import one_line
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.records import safe_read, schema
-from orchestrator.records.run_dir import RunDirectory
+
+# The records' models load pydantic: their modules load inside the commands, not with --help.
+if TYPE_CHECKING:
+    from orchestrator.records.models import RunManifest
 
 spec_app = typer.Typer(help="Check Run spec files.", no_args_is_help=True)
 runs_app = typer.Typer(help="Look at run directories.", no_args_is_help=True)
@@ -99,19 +102,20 @@ def spec_schema() -> None:
 
 def run_summary(directory: Path) -> dict[str, Any]:
     """One row of `runs list`: the fields of run.json it shows, or `error` when run.json cannot be read."""
+    from orchestrator.records.run_dir import RunDirectory
+
     row: dict[str, Any] = {"run": directory.name, "path": str(directory)}
+    records = RunDirectory(directory)
     try:
-        manifest = RunDirectory(directory).read_manifest()
+        if records.read_stored_manifest() is None:
+            return row | {"error": "no run.json yet (a Run that never started)"}
+        manifest = records.read_manifest()
     except schema.RecordError as exc:
         return row | {"error": exc.reason}
-    if not manifest:
-        return row | {"error": "no run.json yet (a Run that never started)"}
-    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
-    score = assessment.get("score")
     return row | {
-        "benchmark": manifest.get("benchmark"), "agent": manifest.get("agent"), "phase": manifest.get("phase"),
-        "terminal_reason": manifest.get("terminal_reason"), "assessment_score": score if isinstance(score, (int, float)) else None,
-        "started_at": manifest.get("started_at"), "error": None,
+        "benchmark": manifest.benchmark, "agent": manifest.agent, "phase": manifest.phase,
+        "terminal_reason": manifest.terminal_reason, "assessment_score": manifest.assessment_score,
+        "started_at": manifest.started_at, "error": None,
     }
 
 
@@ -132,7 +136,7 @@ def runs_list(
         if root.exists() and not root.is_dir():
             usage("runs is not a directory: name the directory holding run directories")
     directories = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
-                         and (RunDirectory(p).manifest_path.exists() or RunDirectory(p).events_path.exists())) if root.is_dir() else []
+                         and ((p / "run.json").exists() or (p / "events.jsonl").exists())) if root.is_dir() else []
     rows = [run_summary(directory) for directory in directories]
     if as_json:
         print_json({"root": str(root), "runs": rows})
@@ -157,40 +161,35 @@ def runs_list(
 def submission_summary(run_dir: Path, name: str) -> dict[str, Any]:
     """One Submission of `runs show` from submissions/<name>/record.json (read as records.safe_read reads), or `error`
     when the record is unreadable, partial, a link or not a regular file."""
+    from orchestrator.records.models import SubmissionRecord, parse
+
     row: dict[str, Any] = {"id": name}
+    relative = f"submissions/{name}/record.json"
     try:
-        record = safe_read.read_record(run_dir, f"submissions/{name}/record.json", schema.SUBMISSION)
-        feedback = record["feedback"]
-        episodes = feedback["episodes"]
-        score = feedback["score"]
-        if not isinstance(episodes, list) or not isinstance(score, (int, float)):
-            raise TypeError("feedback.episodes must be a list and feedback.score a number")
-        failures = sum(1 for e in episodes if isinstance(e, dict) and e.get("failure"))
-        return row | {"id": str(record.get("id", row["id"])), "selector": str(record.get("selector", "")), "score": score,
-                      "policy_failures": failures, "program_digest": str(record.get("program_digest", "")), "error": None}
+        record = parse(SubmissionRecord, run_dir / relative, safe_read.read_record(run_dir, relative, schema.SUBMISSION))
     except schema.RecordError as exc:
         return row | {"error": exc.reason}
-    except KeyError as exc:
-        return row | {"error": f"partial record: no {exc.args[0]!r}"}
-    except TypeError as exc:
-        return row | {"error": f"malformed record: {exc}"}
+    return row | {"id": record.id or name, "selector": record.selector or "", "score": record.feedback.score,
+                  "policy_failures": record.feedback.policy_failures, "program_digest": record.program_digest or "", "error": None}
 
 
 @runs_app.command("show")
 def runs_show(run_dir: ExistingDirectory, as_json: Json = False) -> None:
     """Show one Run: its Submissions, Validation and Assessment; unreadable records are marked, not fatal."""
+    from orchestrator.records.run_dir import RunDirectory
+
     json_mode(as_json)
     records = RunDirectory(run_dir)
     try:
+        if records.read_stored_manifest() is None:
+            fail(f"{run_dir} is not a run directory (it holds no run.json)")
         manifest = records.read_manifest()
         names = [n for n in safe_read.names(run_dir, "submissions") if not n.startswith(".")]
     except schema.RecordError as exc:
         fail(str(exc))
-    if not manifest:
-        fail(f"{run_dir} is not a run directory (it holds no run.json)")
     submissions = [row for name in names if (row := submission_summary(run_dir, name)).get("error") != "missing"]
     if as_json:
-        print_json({"run_dir": str(run_dir), "manifest": manifest, "submissions": submissions})
+        print_json({"run_dir": str(run_dir), "manifest": manifest.to_json(), "submissions": submissions})
         return
     table = Table(title="Submissions", title_justify="left")
     for column in ("id", "selector", "score", "failures", "program"):
@@ -203,27 +202,25 @@ def runs_show(run_dir: ExistingDirectory, as_json: Json = False) -> None:
                           one_line(row["program_digest"][:19]))
     out.print(table)
     _print_outcome(run_dir, manifest)
-    validation = manifest.get("validation") if isinstance(manifest.get("validation"), dict) else {}
-    scores = validation.get("scores") if isinstance(validation.get("scores"), dict) else {}
-    for submission_id, score in scores.items():
-        value = f"{score:.3f}" if isinstance(score, (int, float)) else one_line(score)
+    scores = manifest.validation.scores if manifest.validation is not None else None
+    for submission_id, score in (scores or {}).items():
+        value = "-" if score is None else f"{score:.3f}"
         out.print(f"validation {one_line(submission_id)}: {value}", highlight=False)
 
 
-def _print_outcome(run_dir: Path, manifest: dict[str, Any]) -> None:
+def _print_outcome(run_dir: Path, manifest: RunManifest) -> None:
     """The end of the Run in a few lines, from its run.json (partial or not), every recorded value shown as text."""
-    final = manifest.get("final") if isinstance(manifest.get("final"), dict) else {}
-    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
+    final, assessment = manifest.final, manifest.assessment
     out.print(f"Run directory: {one_line(run_dir)}", highlight=False)
-    out.print(f"terminal reason: {one_line(manifest.get('terminal_reason'))}", highlight=False)
-    if not final:
+    out.print(f"terminal reason: {one_line(manifest.terminal_reason)}", highlight=False)
+    if final is None:
         out.print("no candidate: nothing was assessed", highlight=False)
         return
-    out.print(f"selected: {one_line(final.get('submission_id'))} ({one_line(final.get('program_digest'))})", highlight=False)
-    score = assessment.get("score")
-    out.print(f"[bold]assessment score: {score:.4f}[/]" if isinstance(score, (int, float)) else "assessment: not done", highlight=False)
-    if isinstance(assessment.get("initial_program_score"), (int, float)):
-        out.print(f"starting Program on the same Episodes: {assessment['initial_program_score']:.4f}", highlight=False)
+    out.print(f"selected: {one_line(final.submission_id)} ({one_line(final.program_digest)})", highlight=False)
+    score = assessment.score if assessment is not None else None
+    out.print(f"[bold]assessment score: {score:.4f}[/]" if score is not None else "assessment: not done", highlight=False)
+    if assessment is not None and assessment.initial_program_score is not None:
+        out.print(f"starting Program on the same Episodes: {assessment.initial_program_score:.4f}", highlight=False)
 
 
 @runs_app.command("report")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, assert_never
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -152,17 +153,17 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
     from orchestrator.images.catalogue import CatalogueError, resolve_benchmark
     from orchestrator.run.relay_setup import AGENT_IMAGES
     from orchestrator.run.spec import SpecError, load_spec
-    from orchestrator.suite.directory import run_phase
+    from orchestrator.suite.directory import is_done
 
     try:
-        runs = [r for r in directory.read_manifest()["runs"] if run_phase(directory.run_dir(r)) != "done"]
+        runs = [r for r in directory.read_manifest().runs if not is_done(directory.run_dir(r))]
         if not runs:
             return
         builder = ImageBuilder(DockerEngine.connect().client, base=base, environments=roots,
                                progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False))
         names = {"policy-runtime"}
         for run in runs:
-            if directory.run_problem(run) is not None or safe_read.kind(directory.root, run["spec"]) != "file":
+            if directory.run_problem(run) is not None or safe_read.kind(directory.root, run.spec) != "file":
                 continue  # the runner refuses it, saying why
             spec, _ = load_spec(directory.spec_file(run))
             package, _, _ = resolve_benchmark(spec.benchmark, builder.packages())
@@ -196,16 +197,21 @@ class _Reporter:
     def __exit__(self, *exc_info: Any) -> None:
         self._progress.__exit__(*exc_info)
 
-    def notify(self, kind: str, fields: dict[str, Any]) -> None:
+    def notify(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """Show one progress event of the suite runner. Raises ValueError for a kind that is not a SuiteProgress or one
+        without its fields (records.progress.checked): a wrong kind is an error, never dropped."""
+        from orchestrator.records.progress import SuiteProgress, checked
+
         progress = self._progress
-        if kind == "plan":
+        kind = checked(SuiteProgress, kind, fields)
+        if kind is SuiteProgress.PLAN:
             self._suite = progress.add_task("suite: Runs done", total=fields["total"], completed=fields["done"])
             err.print(f"{fields['done']} of {fields['total']} Runs done; {len(fields['waiting'])} to go", highlight=False)
-        elif kind == "started":
+        elif kind is SuiteProgress.STARTED:
             verb = "resumed" if fields["resume"] else "started"
             err.print(f"{one_line(fields['name'])}: {verb}", highlight=False)
             self._tasks[fields["name"]] = progress.add_task(fields["name"], total=None)
-        elif kind == "ended":
+        elif kind is SuiteProgress.ENDED:
             outcome: RunOutcome = fields["outcome"]
             task = self._tasks.pop(outcome.name, None)
             if task is not None:
@@ -218,15 +224,17 @@ class _Reporter:
             else:
                 err.print(f"[yellow]{one_line(outcome.name)}: stopped in phase {one_line(outcome.phase)}: {one_line(outcome.error)}[/]",
                           highlight=False)
-        elif kind == "stopping":
+        elif kind is SuiteProgress.STOPPING:
             err.print(f"[yellow]{fields['signal']}: stopping {', '.join(fields['runs']) or 'nothing'}[/]", highlight=False)
-        elif kind == "progress":
+        elif kind is SuiteProgress.PROGRESS:
             for going in fields["runs"]:
                 task = self._tasks.get(going.name)
                 if task is not None:
                     progress.update(task, description=f"{going.name}: {going.phase}, {going.submissions} Submissions, "
                                                       f"{going.episodes} Episodes")
             progress.refresh()
+        else:
+            assert_never(kind)
 
 
 @app.command("report")

@@ -11,20 +11,22 @@ from orchestrator.kernel.jsonable import jsonable
 from orchestrator.kernel.ports import EvaluationFeedback
 from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_FILE, PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
+from orchestrator.records.models import FeedbackDocument
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def feedback_json(feedback: EvaluationFeedback, program_digest: str) -> dict[str, Any]:
-    """The Feedback document: score, Benchmark values, and per-Episode runtime observations."""
-    return {
+    """The Feedback document (feedback.json, `records.models.FeedbackDocument`): score, Benchmark values, and per-Episode
+    runtime observations."""
+    return FeedbackDocument.model_validate({
         "schema": schema.FEEDBACK,
         "score": feedback.score,
         "program_digest": program_digest,
         "values": jsonable(feedback.values),
         "episodes": [outcome.to_json() for outcome in feedback.episodes],
         "artifacts": sorted(name for name in feedback.artifacts if _SAFE_NAME.match(name)),
-    }
+    }).to_json()
 
 
 def evaluation_json(evaluation: Evaluation, provenance: dict[str, Any] | None = None) -> dict[str, Any]:

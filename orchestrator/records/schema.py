@@ -1,4 +1,5 @@
-"""Schema ids of every JSON record, and the one tolerant reader of records read back.
+"""Schema ids of every JSON record, and the one tolerant reader of records read back (their models: `records.events`,
+`records.models`).
 
 A record names its shape in a top-level "schema" field ("epg.<kind>/<major>");
 a reader that meets a record it cannot use says so in one line, never with a traceback.
@@ -12,17 +13,19 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-RUN = "epg.run/1"  # run.json
-EVALUATION = "epg.evaluation/1"  # evaluation.json of `evaluate --output`, and its --json output
-FEEDBACK = "epg.feedback/1"  # feedback.json, published to the agent and kept per Submission
-SUBMISSION = "epg.submission/1"  # submissions/<id>/record.json
-EVENT = "epg.event/1"  # each line of events.jsonl
-VALIDATION = "epg.validation/1"  # validation.json
-ASSESSMENT = "epg.assessment/1"  # assessment.json
+RUN: Final = "epg.run/1"  # run.json
+EVALUATION: Final = "epg.evaluation/1"  # evaluation.json of `evaluate --output`, and its --json output
+FEEDBACK: Final = "epg.feedback/1"  # feedback.json, published to the agent and kept per Submission
+SUBMISSION: Final = "epg.submission/1"  # submissions/<id>/record.json
+EVENT: Final = "epg.event/1"  # each line of events.jsonl
+VALIDATION: Final = "epg.validation/1"  # validation.json
+ASSESSMENT: Final = "epg.assessment/1"  # assessment.json
+SUITE: Final = "epg.suite/1"  # suite.json, a suite's plan
+SUITE_EVENT: Final = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
 
-ALL = (RUN, EVALUATION, FEEDBACK, SUBMISSION, EVENT, VALIDATION, ASSESSMENT)
+ALL = (RUN, EVALUATION, FEEDBACK, SUBMISSION, EVENT, VALIDATION, ASSESSMENT, SUITE, SUITE_EVENT)
 
 
 class RecordError(ValueError):

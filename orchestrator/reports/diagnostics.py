@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.kernel.program import Program, ProgramError
+from orchestrator.records.models import AssessmentSummary, BudgetRecord, ValidationReport
 from orchestrator.records.schema import finite_number
 from orchestrator.reports.diffs import program_changes
 from orchestrator.reports.run_records import RunRecords, SubmissionRecord, stored_program
@@ -102,7 +103,7 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
     seen: set[int] = set()
     spent = 0
     best: float | None = None
-    previous = _program(run, str(run.manifest.get("initial_program_digest") or ""), fallback="initial_program")
+    previous = _program(run, run.manifest.initial_program_digest or "", fallback="initial_program")
     area, counted = 0.0, 0
     programs: dict[str, Program | None] = {}  # each stored Program read once, however many Submissions name it
     first_score: float | None = None
@@ -135,30 +136,29 @@ def diagnose(run: RunRecords) -> RunDiagnostics:
     if len(scored) > 1 and first_score is not None and best is not None:
         total = (best - first_score) if direction == "maximize" else (first_score - best)
         gain_per = total / (len(scored) - 1)
-    assessment = run.manifest.get("assessment") if isinstance(run.manifest.get("assessment"), dict) else {}
-    budget = run.manifest.get("budget") if isinstance(run.manifest.get("budget"), dict) else {}
+    assessment = run.manifest.assessment or AssessmentSummary()
+    budget = run.manifest.budget or BudgetRecord()
     return RunDiagnostics(
         benchmark=run.benchmark, primary_metric=run.primary_metric, direction=direction,
-        budget_episodes=budget.get("episodes") if isinstance(budget.get("episodes"), int) else None,
+        budget_episodes=budget.episodes,
         episodes_spent=spent, submissions=tuple(points), candidates=tuple(candidate_results(run)),
         best_so_far_auc=area if scored else None, best_so_far_mean=(area / counted) if scored and counted else None,
-        gain_per_submission=gain_per, initial_assessment_score=finite_number(assessment.get("initial_program_score")),
-        assessment_score=finite_number(assessment.get("score")), selected=_selected(run), terminal_reason=run.manifest.get("terminal_reason"),
+        gain_per_submission=gain_per, initial_assessment_score=finite_number(assessment.initial_program_score),
+        assessment_score=finite_number(assessment.score), selected=_selected(run), terminal_reason=run.manifest.terminal_reason,
     )
 
 
 def candidate_results(run: RunRecords) -> list[CandidateResult]:
     """Every Validation candidate with its train and Validation score, and the Assessment score of the selected one."""
-    validation = run.validation or {}
+    validation = run.validation or ValidationReport()
     selected = _selected(run)
-    scores = {str(r.get("submission_id")): finite_number(r.get("score")) for r in validation.get("results", []) if isinstance(r, dict)}
+    scores = {str(r.submission_id): finite_number(r.score) for r in validation.results or []}
     if not scores:
-        manifest_validation = run.manifest.get("validation") if isinstance(run.manifest.get("validation"), dict) else {}
-        recorded = manifest_validation.get("scores") if isinstance(manifest_validation.get("scores"), dict) else {}
-        scores = {str(k): finite_number(v) for k, v in recorded.items()}
-    assessment = finite_number((run.manifest.get("assessment") or {}).get("score")) if isinstance(run.manifest.get("assessment"), dict) else None
+        recorded = run.manifest.validation.scores if run.manifest.validation is not None else None
+        scores = {k: finite_number(v) for k, v in (recorded or {}).items()}
+    assessment = finite_number(run.manifest.assessment_score)
     results = []
-    for submission_id in [str(c) for c in validation.get("candidates", scores.keys())]:
+    for submission_id in (validation.candidates if validation.candidates is not None else list(scores)):
         record = run.submission(submission_id)
         results.append(CandidateResult(
             submission_id=submission_id, train_score=record.score if record else None, validation_score=scores.get(submission_id),
@@ -206,8 +206,8 @@ def _program(run: RunRecords, digest: str, fallback: str | None = None) -> Progr
 
 
 def _selected(run: RunRecords) -> str | None:
-    final = run.manifest.get("final")
-    return str(final["submission_id"]) if isinstance(final, dict) and final.get("submission_id") else None
+    final = run.manifest.final
+    return final.submission_id if final is not None and final.submission_id else None
 
 
 def _finite(value: Any) -> Any:

@@ -19,6 +19,8 @@ from typing import Any
 
 from orchestrator.kernel.program import Program, ProgramError
 from orchestrator.records import safe_read
+from orchestrator.records.events import SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
+from orchestrator.records.models import BudgetRecord
 from orchestrator.reports.diffs import program_changes
 from orchestrator.reports.run_records import RunRecords, SubmissionRecord, load_run, relay_files, stored_program
 
@@ -100,15 +102,15 @@ def _task_record(run: RunRecords) -> dict[str, Any]:
     manifest = run.manifest
     initial = _program(run, "initial_program")
     return {
-        "kind": "task", "benchmark": run.benchmark, "agent": manifest.get("agent"),
-        "budget": manifest.get("budget") if isinstance(manifest.get("budget"), dict) else None,
+        "kind": "task", "benchmark": run.benchmark, "agent": manifest.agent,
+        "budget": manifest.budget.to_json() if manifest.budget is not None else None,
         "public_spec": run.public_spec, "instructions": run.task,
         "initial_program": _files_form(initial) if initial is not None else None,
     }
 
 
 def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str, Any]]:
-    admitted = {e.get("id"): e for e in run.events if e.get("type") == "submission_admitted"}
+    admitted = {e.id: e for e in run.events if isinstance(e, SubmissionAdmitted)}
     receipts = _receipts(run)
     previous = _program(run, "initial_program")
     programs: dict[str, Program | None] = {}  # each stored Program read once, however many Submissions name it
@@ -124,32 +126,32 @@ def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str
             shown = {"digest": record.program_digest, "form": "missing"}
         if program is not None:
             previous = program
-        event = admitted.get(record.id, {})
+        event = admitted.get(record.id)
+        when = event.time if event is not None else None
         yield {
-            "_time": _time(event.get("time")), "kind": "submission", "submission_id": record.id, "number": record.number,
-            "time": event.get("time"), "selector": record.selector, "indices": list(record.indices), "program": shown,
+            "_time": _time(when), "kind": "submission", "submission_id": record.id, "number": record.number,
+            "time": when, "selector": record.selector, "indices": list(record.indices), "program": shown,
             "receipt": receipts.get(record.id) or _receipt(record, None), "feedback": record.feedback,
         }
 
 
 def _receipts(run: RunRecords) -> dict[str, dict[str, Any]]:
     """Each completed Submission's receipt, the budget as it left it, replayed from the event log."""
-    budget = run.manifest.get("budget") if isinstance(run.manifest.get("budget"), dict) else {}
-    episodes, submissions = budget.get("episodes"), budget.get("max_submissions")
+    budget = run.manifest.budget or BudgetRecord()
+    episodes, submissions = budget.episodes, budget.max_submissions
     used = made = 0
     sizes: dict[str, int] = {}
     receipts: dict[str, dict[str, Any]] = {}
     for event in run.events:
-        kind, submission_id = event.get("type"), event.get("id")
-        if kind == "submission_admitted":
-            sizes[submission_id] = len(event.get("indices") or [])
-            used, made = used + sizes[submission_id], made + 1
-        elif kind == "submission_voided":
-            used, made = used - sizes.get(submission_id, 0), made - 1
-        elif kind == "submission_completed" and (record := run.submission(str(submission_id))) is not None and record.error is None:
+        if isinstance(event, SubmissionAdmitted):
+            sizes[event.id] = len(event.indices or [])
+            used, made = used + sizes[event.id], made + 1
+        elif isinstance(event, SubmissionVoided):
+            used, made = used - sizes.get(event.id, 0), made - 1
+        elif isinstance(event, SubmissionCompleted) and (record := run.submission(event.id)) is not None and record.error is None:
             left = {"episodes_used": used,
-                    "episodes_left": episodes - used if isinstance(episodes, int) else None,
-                    "submissions_left": submissions - made if isinstance(submissions, int) else None}
+                    "episodes_left": episodes - used if episodes is not None else None,
+                    "submissions_left": submissions - made if submissions is not None else None}
             receipts[record.id] = _receipt(record, left)
     return receipts
 
@@ -184,22 +186,22 @@ def _outcome_record(run: RunRecords) -> dict[str, Any]:
     manifest = run.manifest
     validation = None
     if run.validation is not None:
+        report = run.validation
         validation = {
-            "rule": run.validation.get("rule"), "episodes": run.validation.get("episodes"),
-            "candidates": [str(c) for c in run.validation.get("candidates", [])], "selected": run.validation.get("selected"),
-            "results": [{"submission_id": r.get("submission_id"), "program_digest": r.get("program_digest"), "score": r.get("score"),
-                         "policy_failures": r.get("policy_failures")} for r in run.validation.get("results", []) if isinstance(r, dict)],
+            "rule": report.rule, "episodes": report.episodes, "candidates": list(report.candidates or []), "selected": report.selected,
+            "results": [{"submission_id": r.submission_id, "program_digest": r.program_digest, "score": r.score,
+                         "policy_failures": r.policy_failures} for r in report.results or []],
         }
     assessment = None
-    summary = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else None
+    summary = manifest.assessment
     if run.assessment is not None and summary is not None:
         assessment = {
-            "submission_id": run.assessment.get("submission_id"), "program_digest": run.assessment.get("program_digest"),
-            "score": summary.get("score"), "episodes": summary.get("episodes"), "policy_failures": summary.get("policy_failures"),
-            "initial_program_score": summary.get("initial_program_score"),
+            "submission_id": run.assessment.submission_id, "program_digest": run.assessment.program_digest,
+            "score": summary.score, "episodes": summary.episodes, "policy_failures": summary.policy_failures,
+            "initial_program_score": summary.initial_program_score,
         }
-    final = manifest.get("final") if isinstance(manifest.get("final"), dict) else None
-    return {"kind": "outcome", "phase": manifest.get("phase"), "terminal_reason": manifest.get("terminal_reason"),
+    final = manifest.final.to_json() if manifest.final is not None else None
+    return {"kind": "outcome", "phase": manifest.phase, "terminal_reason": manifest.terminal_reason,
             "final": final, "validation": validation, "assessment": assessment}
 
 

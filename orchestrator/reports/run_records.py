@@ -12,10 +12,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.kernel.program import Program, ProgramError, ProgramErrorCode, capture_program_at
-from orchestrator.records import safe_read, schema
+from orchestrator.records import models, safe_read, schema
+from orchestrator.records.events import RunEvent
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import finite_number
 
@@ -23,6 +24,7 @@ MAX_TASK_BYTES = 1024 * 1024
 MAX_SUBMISSION_RECORDS_BYTES = 1 << 30  # every submissions/*/record.json of one Run together
 _PUBLIC_SPEC = re.compile(r"^## Public spec\s*\n+```json\n(.*?)\n```", re.S | re.M)
 _RELAY_FILE = re.compile(r"^exchanges\.(\d+)\.jsonl$")
+Report = TypeVar("Report", models.ValidationReport, models.AssessmentReport)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,25 +71,24 @@ class RunRecords:
     """What a Run recorded, as read back (see load_run)."""
 
     root: Path
-    manifest: dict[str, Any]
-    events: tuple[dict[str, Any], ...]
+    manifest: models.RunManifest
+    events: tuple[RunEvent, ...]
     submissions: tuple[SubmissionRecord, ...]
     task: str
     public_spec: dict[str, Any]
-    validation: dict[str, Any] | None
-    assessment: dict[str, Any] | None
+    validation: models.ValidationReport | None
+    assessment: models.AssessmentReport | None
     problems: tuple[str, ...] = ()
 
     @property
     def benchmark(self) -> str:
-        return str(self.manifest.get("benchmark") or self.public_spec.get("id") or "")
+        return str(self.manifest.benchmark or self.public_spec.get("id") or "")
 
     @property
     def direction(self) -> str:
         """"maximize" or "minimize": the Benchmark's primary metric direction as run.json records it (from the
         environment's own description), else as the Host told the agent (its TASK.md)."""
-        metric = self.manifest.get("metric")
-        recorded = metric.get("direction") if isinstance(metric, dict) else None
+        recorded = self.manifest.metric.direction if self.manifest.metric is not None else None
         return "minimize" if (recorded or self.public_spec.get("direction")) == "minimize" else "maximize"
 
     @property
@@ -116,15 +117,15 @@ def load_run(root: Path) -> RunRecords:
     `records.safe_read` reads: no link below root is followed, no FIFO is opened, every read is bounded.
     """
     directory = RunDirectory(root)
-    manifest = directory.read_manifest()
-    if not manifest:
+    if directory.read_stored_manifest() is None:
         raise schema.RecordError(directory.manifest_path, "missing (not a run directory)")
+    manifest = directory.read_manifest()
     problems: list[str] = []
     task, task_path, task_problem = _task_of(root)
     if not task:
         problems.append(f"{task_path}: {task_problem}")
     try:
-        events = tuple(directory.events())
+        events: tuple[RunEvent, ...] = tuple(directory.events())
     except schema.RecordError as exc:
         events = ()
         problems.append(str(exc))
@@ -142,8 +143,8 @@ def load_run(root: Path) -> RunRecords:
         submissions=tuple(sorted(submissions, key=lambda s: s.order)),
         task=task,
         public_spec=public_spec_of(task),
-        validation=_optional_record(root, "validation.json", schema.VALIDATION, problems, manifest, "validation"),
-        assessment=_optional_record(root, "assessment.json", schema.ASSESSMENT, problems, manifest, "assessment"),
+        validation=_optional_record(root, "validation.json", models.ValidationReport, problems, manifest, "validation"),
+        assessment=_optional_record(root, "assessment.json", models.AssessmentReport, problems, manifest, "assessment"),
         problems=tuple(problems),
     )
 
@@ -203,19 +204,17 @@ def _read_submission(root: Path, name: str, budget: list[int]) -> SubmissionReco
             raise schema.RecordError(root / relative, f"not read: the Submission records before it hold {MAX_SUBMISSION_RECORDS_BYTES} bytes")
         data = safe_read.read_bytes(root, relative, min(safe_read.MAX_RECORD_BYTES, budget[0]))
         budget[0] -= len(data)
-        record = schema.parse_record(root / relative, data, schema.SUBMISSION)
-        feedback = record["feedback"]
-        indices = record["indices"]
-        if not isinstance(feedback, dict) or not isinstance(indices, list):
-            raise TypeError("feedback must be an object and indices a list")
-        digest = record.get("program_digest", "")
-        if record.get("id", name) != name:
-            raise ValueError(f"id {str(record.get('id'))[:80]!r} in the directory of {name}")
+        record = models.parse(models.SubmissionRecord, root / relative, schema.parse_record(root / relative, data, schema.SUBMISSION))
+        if record.indices is None:
+            raise KeyError("indices")
+        digest = record.program_digest or ""
+        if (record.id or name) != name:
+            raise ValueError(f"id {str(record.id)[:80]!r} in the directory of {name}")
         if not safe_read.is_digest(digest):
             raise ValueError(f"program_digest {str(digest)[:80]!r} is not a Program digest")
         return SubmissionRecord(
-            id=name, number=int(record.get("number") or 0), selector=str(record.get("selector", "")),
-            indices=tuple(int(i) for i in indices), program_digest=digest, feedback=feedback,
+            id=name, number=record.number or 0, selector=record.selector or "",
+            indices=tuple(record.indices), program_digest=digest, feedback=record.feedback.to_json(),
         )
     except schema.RecordError as exc:
         if exc.reason == "missing" and safe_read.kind(root, f"submissions/{name}") == "dir":
@@ -227,14 +226,16 @@ def _read_submission(root: Path, name: str, budget: list[int]) -> SubmissionReco
         return SubmissionRecord(id=name, error=f"malformed record: {exc}")
 
 
-def _optional_record(root: Path, name: str, kind: str, problems: list[str], manifest: dict[str, Any],
-                     field_name: str) -> dict[str, Any] | None:
-    """The record root/name; None without a note when the Run never reached it."""
+def _optional_record(root: Path, name: str, model: type[Report], problems: list[str], manifest: models.RunManifest,
+                     field_name: str) -> Report | None:
+    """The record root/name as model; None, and a note in problems, when it cannot be read so; None without a note when
+    the Run never reached it."""
+    schema_id = model.model_fields["schema_id"].default
     try:
-        return safe_read.read_record(root, name, kind)
+        return models.parse(model, root / name, safe_read.read_record(root, name, schema_id))
     except schema.RecordError as exc:
         if exc.reason != "missing":
             problems.append(str(exc))
-        elif manifest.get("phase") == "done" and manifest.get(field_name) is not None:
+        elif manifest.phase == "done" and getattr(manifest, field_name) is not None:
             problems.append(f"{exc.path}: missing")
         return None

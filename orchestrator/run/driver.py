@@ -2,7 +2,14 @@
 
 Phases, each recorded in events.jsonl so that `--resume` continues where a
 killed orchestrator stopped: "agent" (the agent works; Submissions), then
-"validation", then "assessment", then "done".
+"validation", then "assessment", then "done". A phase ends in three writes: its
+results (validation.json, the manifest's fields), then the event that ends it,
+then run.json's phase. A crash between any two is harmless: readers show the
+later of the log's phase and run.json's (`RunDirectory.read_manifest`), and a
+resume first catches run.json up with every phase end the log records whose
+results are in place (`catch_up`), so it neither starts another agent nor
+evaluates a finished phase again; it resumes from run.json's phase, so a phase
+whose results are gone is run again.
 
 The agent phase ends in one order, whatever ended it: the agent's container
 stops; the Host API refuses Submit and Finish (`session_closed`); a
@@ -21,7 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
@@ -43,7 +50,22 @@ from orchestrator.kernel.session import Budget, SessionState
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records import provenance, schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
+from orchestrator.records.events import (
+    AgentExited,
+    AgentPhaseEnded,
+    AgentStarted,
+    AssessmentDone,
+    Created,
+    Phase,
+    Prestart,
+    RunEvent,
+    Started,
+    TerminalReason,
+    ValidationDone,
+)
 from orchestrator.records.feedback import feedback_json
+from orchestrator.records.models import AssessmentReport, RunManifest, ValidationReport
+from orchestrator.records.progress import Notify, RunProgress
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.relay.server import ModelRelay
 from orchestrator.run import agent_container, workspace_fs
@@ -53,7 +75,7 @@ from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
 from orchestrator.run.seed_key import open_seed_key, reopen_seed_key
 from orchestrator.run.spec import CommandAgent, RunSpec
 
-Notify = Callable[[str, dict[str, Any]], None]
+E = TypeVar("E", AgentPhaseEnded, ValidationDone, AssessmentDone)
 
 # What an idle pooled policy container holds (make bench prints it: "memory of one idle pooled container").
 IDLE_POLICY_CONTAINER_MIB = 18
@@ -126,6 +148,42 @@ def kubernetes_options(spec: RunSpec) -> KubernetesOptions | None:
                              registry_prefix=kube.registry_prefix, runtime_class_name=kube.runtime_class_name)
 
 
+def _last_after(events: list[RunEvent], kind: type[E], after: tuple[type[RunEvent], ...]) -> E | None:
+    """The last event of kind logged after the last event of one of the after kinds (from the start without one)."""
+    start = max((i for i, e in enumerate(events) if isinstance(e, after)), default=-1)
+    found = [e for e in events[start + 1:] if isinstance(e, kind)]
+    return found[-1] if found else None
+
+
+def catch_up(records: RunDirectory) -> str:
+    """Bring run.json's phase up to every phase end the event log records after it whose results are in place; return
+    what was caught up ("" for nothing). Raises schema.RecordError.
+
+    The agent phase's end needs nothing more than its event (the workspace is copied out before it), Validation's its
+    validation.json and run.json's validation fields, the Assessment's its assessment.json and run.json's assessment.
+    """
+    manifest, events, done = records.read_stored_manifest() or RunManifest(), records.events(), []
+    if manifest.current_phase is Phase.AGENT:
+        ended = _last_after(events, AgentPhaseEnded, (AgentStarted,))
+        if ended is None:
+            return ""
+        manifest = records.update_manifest(phase=Phase.VALIDATION, terminal_reason=manifest.terminal_reason or ended.terminal_reason)
+        done.append("the agent phase had ended")
+    if manifest.current_phase is Phase.VALIDATION:
+        validated = _last_after(events, ValidationDone, (AgentPhaseEnded,))
+        if validated is None or manifest.validation is None or not (records.root / "validation.json").is_file():
+            return "; ".join(done)
+        manifest = records.update_manifest(phase=Phase.DONE if validated.selected is None else Phase.ASSESSMENT)
+        done.append("Validation was done")
+    if manifest.current_phase is Phase.ASSESSMENT:
+        assessed = _last_after(events, AssessmentDone, (ValidationDone,))
+        if assessed is None or manifest.assessment is None or not (records.root / "assessment.json").is_file():
+            return "; ".join(done)
+        records.update_manifest(phase=Phase.DONE)
+        done.append("the Assessment was done")
+    return "; ".join(done)
+
+
 class RunDriver:
     """Executes one Run. Not thread-safe: one driver per run directory."""
 
@@ -135,24 +193,28 @@ class RunDriver:
         self._records = RunDirectory(options.run_dir)
         self._notify = notify
 
-    def execute(self) -> dict[str, Any]:
+    def execute(self) -> RunManifest:
         """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError."""
         options, records = self._options, self._records
         if options.resume:
             if not records.events_path.exists():
                 raise FileNotFoundError(f"{options.run_dir} holds no Run to resume")
-            if records.read_manifest().get("phase") == "done":
+            if self._phase() is Phase.DONE:
                 return records.read_manifest()
         # The secret of every hidden Episode: read once, before anything starts; only its id is recorded.
-        self._seed_key = (reopen_seed_key(records.read_manifest(), options.run_dir) if options.resume
+        self._seed_key = (reopen_seed_key(records.read_manifest().to_json(), options.run_dir) if options.resume
                           else open_seed_key(self._spec.seed_key_file, options.spec_dir, options.run_dir))
+        if options.resume:
+            caught_up = catch_up(records)
+            if caught_up:
+                self._notify(RunProgress.NOTE, {"message": f"run.json caught up with the event log: {caught_up}"})
         started = time.monotonic()
         engine = DockerEngine.connect()
         reaped = reap_orphans(engine)
         if reaped.total:
-            self._notify("note", {"message": f"reaped {reaped.total} containers left by a dead orchestrator"})
+            self._notify(RunProgress.NOTE, {"message": f"reaped {reaped.total} containers left by a dead orchestrator"})
         builder = ImageBuilder(engine.client, base=options.base, environments=options.environments,
-                               progress=lambda m: self._notify("note", {"message": m}))
+                               progress=lambda m: self._notify(RunProgress.NOTE, {"message": m}))
         package, self._benchmark_id, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
         self._random_program = package.random_dir
         relay_policy(self._spec)  # a missing credential is said before anything starts
@@ -164,19 +226,19 @@ class RunDriver:
         try:
             if not options.resume:
                 self._create(package.baseline_dir)
-            elif records.read_manifest().get("phase") == "agent":
+            elif self._phase() is Phase.AGENT:
                 self._bound_workspace()
             self._record_provenance(engine, built, package, agent_image)
-            records.append_event("started", resume=options.resume, owner=labels.owner, session=labels.session)
+            records.append(Started(resume=options.resume, owner=labels.owner, session=labels.session))
             tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
                                    runtime=self._spec.sandbox.runtime)
             with episode_sandbox(engine, images, sandbox_limits(self._spec), labels, tuning, kubernetes_options(self._spec),
-                                 lambda m: self._notify("note", {"message": m})) as sandbox:
+                                 lambda m: self._notify(RunProgress.NOTE, {"message": m})) as sandbox:
                 benchmark = sandbox.describe()
                 # What a reader of the records needs to compare scores: the metric and which way is better.
                 records.update_manifest(metric={"name": benchmark.primary_metric, "direction": benchmark.direction})
                 pool = self._pool(sandbox)
-                state = SessionState.replay(budget_of(self._spec), records.events())
+                state = SessionState.replay(budget_of(self._spec), [event.to_json() for event in records.events()])
                 instructions = render_instructions(benchmark, state.budget,
                                                    all_completed_are_candidates=self._spec.validation.candidates == "all_completed")
                 write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
@@ -185,17 +247,16 @@ class RunDriver:
                                instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)
                 recovered = host.recover_in_flight()
                 if recovered:
-                    self._notify("note", {"message": recovered})
-                phase = records.read_manifest().get("phase", "agent")
-                if phase == "agent":
-                    self._prestart(sandbox, "agent")
+                    self._notify(RunProgress.NOTE, {"message": recovered})
+                if self._phase() is Phase.AGENT:
+                    self._prestart(sandbox, Phase.AGENT)
                     reason = self._agent_phase(engine, host, labels, tags[agent_image], sandbox, tuning.lanes())
                     workspace_fs.unmount_into_directory(records.root, records.workspace)
-                    records.update_manifest(phase="validation", terminal_reason=reason)
-                    records.append_event("agent_phase_ended", terminal_reason=reason)
-                if records.read_manifest().get("phase") == "validation":
+                    records.append(AgentPhaseEnded(terminal_reason=reason))  # the phase ends here, then its cache
+                    records.update_manifest(phase=Phase.VALIDATION, terminal_reason=reason)
+                if self._phase() is Phase.VALIDATION:
                     self._validation_phase(sandbox, state, benchmark.direction)
-                if records.read_manifest().get("phase") == "assessment":
+                if self._phase() is Phase.ASSESSMENT:
                     self._assessment_phase(sandbox)
                 sandbox.pool.resize(0)  # nothing follows: start no more containers before the pool closes
         finally:
@@ -204,6 +265,11 @@ class RunDriver:
             if records.manifest_path.exists():
                 self._record_accounting(time.monotonic() - started)
         return records.read_manifest()
+
+    def _phase(self) -> Phase:
+        """The phase to run: run.json's (a resume catches it up first)."""
+        stored = self._records.read_stored_manifest()
+        return stored.current_phase if stored is not None else Phase.AGENT
 
     # provenance ------------------------------------------------------------------
     def _record_provenance(self, engine: DockerEngine, built: dict[str, BuildResult], package: EnvironmentPackage, agent_image: str) -> None:
@@ -227,16 +293,16 @@ class RunDriver:
     def _record_accounting(self, seconds: float) -> None:
         """Add this invocation's wall time to run.json; count Episodes and Submissions; the end time once done."""
         records = self._records
-        events = list(records.events())
-        status = SessionState.replay(budget_of(self._spec), events).status()
-        exits = [e for e in events if e["type"] == "agent_exited"]
+        events = records.events()
+        status = SessionState.replay(budget_of(self._spec), [event.to_json() for event in events]).status()
+        exits = [e for e in events if isinstance(e, AgentExited)]
         manifest = records.read_manifest()
         fields: dict[str, Any] = {
-            "wall_seconds": round(float(manifest.get("wall_seconds") or 0.0) + seconds, 3),
+            "wall_seconds": round((manifest.wall_seconds or 0.0) + seconds, 3),
             "episodes_spent": status.episodes_used,
             "submissions_made": status.submissions_used,
-            "agent_exit_code": exits[-1].get("exit_code") if exits else None,
-            "ended_at": provenance.utc_now() if manifest.get("phase") == "done" else None,
+            "agent_exit_code": exits[-1].exit_code if exits else None,
+            "ended_at": provenance.utc_now() if self._phase() is Phase.DONE else None,
         }
         records.update_manifest(**fields)
 
@@ -252,11 +318,11 @@ class RunDriver:
         records.store_program(program)
         records.update_manifest(
             started_at=provenance.utc_now(), spec_dir=str(self._options.spec_dir),
-            benchmark=self._benchmark_id, phase="agent", seed=spec.seed, initial_program_digest=program.digest,
+            benchmark=self._benchmark_id, phase=Phase.AGENT, seed=spec.seed, initial_program_digest=program.digest,
             agent=spec.agent.kind, budget=spec.budget.model_dump(),
             seed_key_id=self._seed_key.id, seed_key_file=str(self._seed_key.path),
         )
-        records.append_event("created", initial_program_digest=program.digest)
+        records.append(Created(initial_program_digest=program.digest))
 
     def _bound_workspace(self) -> None:
         """Mount the workspace's size-bounded file system (a root Host), with its directories."""
@@ -271,7 +337,7 @@ class RunDriver:
         records.update_manifest(workspace_bound={"bytes": bound.size_bytes, "files": bound.files} if bounded else None)
         if not bounded:
             why = "limits.agent_workspace is 0" if bound.size_bytes == 0 else "only a root Host can mount one"
-            self._notify("note", {"message": f"the workspace has no disk bound: {why}"})
+            self._notify(RunProgress.NOTE, {"message": f"the workspace has no disk bound: {why}"})
 
     def _pool(self, sandbox: DockerSandbox) -> list[PlannedEpisode]:
         """The hidden train pool, planned once and kept in private/ (never mounted)."""
@@ -283,15 +349,16 @@ class RunDriver:
 
     # phases ------------------------------------------------------------------------
     def _agent_phase(self, engine: DockerEngine, host: RunHost, labels: LabelSet, image: str, sandbox: DockerSandbox,
-                     lanes: int) -> str:
+                     lanes: int) -> TerminalReason:
         records, spec = self._records, self._spec
-        used = sum(e.get("seconds", 0.0) for e in records.events() if e["type"] == "agent_exited")
+        events = records.events()
+        used = sum(e.seconds or 0.0 for e in events if isinstance(e, AgentExited))
         remaining = spec.limits.agent_wall_clock_s - used
         if host.state.status().finished:
-            return "finished"
+            return TerminalReason.FINISH_CALLED
         if remaining <= 0:
-            return "agent_time_limit"
-        attempt = 1 + sum(1 for e in records.events() if e["type"] == "agent_started")
+            return TerminalReason.AGENT_TIME_LIMIT
+        attempt = 1 + sum(1 for e in events if isinstance(e, AgentStarted))
         token = secrets.token_urlsafe(32)
         identity = agent_container.agent_identity()
         policy = relay_policy(spec)
@@ -316,8 +383,8 @@ class RunDriver:
                 "image": container_spec.image, "argv": list(container_spec.command), "user": user, "attempt": attempt,
                 "environment": sorted(container_spec.environment),
             })
-            records.append_event("agent_started", attempt=attempt)
-            self._notify("phase", {"phase": "agent", "attempt": attempt})
+            records.append(AgentStarted(attempt=attempt))
+            self._notify(RunProgress.PHASE, {"phase": Phase.AGENT.value, "attempt": attempt})
             container = engine.start(container_spec)
             try:
                 def finished() -> bool:
@@ -335,13 +402,13 @@ class RunDriver:
             if relay is not None:
                 relay.close()
                 self._record_relay(relay)
-        records.append_event("agent_exited", exit_code=exit_status.exit_code, timed_out=exit_status.timed_out,
-                             seconds=round(exit_status.seconds, 3))
+        records.append(AgentExited(exit_code=exit_status.exit_code, timed_out=exit_status.timed_out,
+                                   seconds=round(exit_status.seconds, 3)))
         if host.state.status().finished:
-            return "finished"
+            return TerminalReason.FINISH_CALLED
         if relay is not None and relay.counters.limit_reached:
-            return "relay_limit"
-        return "agent_time_limit" if exit_status.timed_out else "agent_exited"
+            return TerminalReason.RELAY_LIMIT
+        return TerminalReason.AGENT_TIME_LIMIT if exit_status.timed_out else TerminalReason.EXITED_WITHOUT_FINISH
 
     def _settle_submissions(self, host: RunHost, sandbox: DockerSandbox, lanes: int, *, patient: bool) -> None:
         """Close the agent's side: a Submission in flight completes in the time its Episodes may take, or is voided.
@@ -358,9 +425,9 @@ class RunDriver:
         ended = host.close(grace_s=grace, cancel=sandbox.pool.cancel_batch,
                            cancel_wait_s=episode_budget_s(limits) if patient else INTERRUPTED_SETTLE_S)
         if flying is not None and ended is not None:
-            self._notify("note", {"message": f"{flying.id} was in flight when the agent phase ended: {ended}"})
+            self._notify(RunProgress.NOTE, {"message": f"{flying.id} was in flight when the agent phase ended: {ended}"})
 
-    def _prestart(self, sandbox: DockerSandbox, phase: str, candidates: int = 0) -> None:
+    def _prestart(self, sandbox: DockerSandbox, phase: Phase, candidates: int = 0) -> None:
         """Size the pool for the Episodes that follow the start of phase, within sandbox.prestart_memory_mib.
 
         While the agent works its pool holds pool_size containers and, between its Submissions' batches, also
@@ -370,22 +437,23 @@ class RunDriver:
         """
         spec = self._spec
         assessment = spec.assessment.episodes * (2 if spec.assessment.include_initial_program else 1)
-        if phase == "agent":
+        if phase is Phase.AGENT:
             most = spec.budget.max_submissions if spec.validation.candidates == "all_completed" else spec.validation.max_candidates
             upcoming, floor = spec.validation.episodes * most + assessment, spec.sandbox.pool_size
-        elif phase == "validation":
+        elif phase is Phase.VALIDATION:
             upcoming, floor = spec.validation.episodes * candidates + assessment, 0
         else:
             upcoming, floor = assessment, 0
         target = max(floor, min(upcoming, spec.sandbox.prestart_memory_mib // IDLE_POLICY_CONTAINER_MIB))
-        if phase != "agent":
+        if phase is not Phase.AGENT:
             sandbox.pool.expect(upcoming)  # exactly these Episodes follow: nothing is refilled after the last
         sandbox.pool.resize(target)
-        self._records.append_event("prestart", phase=phase, target=target, ready=sandbox.pool.ready_count())
+        self._records.append(Prestart(phase=phase, target=target, ready=sandbox.pool.ready_count()))
 
     def _record_relay(self, relay: ModelRelay) -> None:
         """Add this attempt's relay counts to run.json's totals."""
-        totals = self._records.read_manifest().get("relay") or {}
+        recorded = self._records.read_manifest().relay
+        totals: dict[str, Any] = recorded.to_json() if recorded is not None else {}
         counts = relay.counters.to_json()
         for key in ("requests", "refused", "errors", "tokens", "request_bytes", "response_bytes", "refused_bytes",
                     "refused_connections", "unrecorded"):
@@ -404,15 +472,17 @@ class RunDriver:
 
     def _validation_phase(self, sandbox: DockerSandbox, state: SessionState, direction: str) -> None:
         records, spec = self._records, self._spec
-        self._notify("phase", {"phase": "validation"})
+        self._notify(RunProgress.PHASE, {"phase": Phase.VALIDATION.value})
         candidates, rule = self._candidates(state, direction)
         if not candidates:
-            write_json(records.root / "validation.json", {"schema": schema.VALIDATION, "candidates": [], "rule": rule, "selected": None})
-            records.update_manifest(phase="done", validation={"candidates": [], "selected": None}, final=None,
-                                    assessment=None, terminal_reason=records.read_manifest().get("terminal_reason") or "no_submissions")
-            records.append_event("validation_done", selected=None)
+            write_json(records.root / "validation.json", ValidationReport.model_validate(
+                {"schema": schema.VALIDATION, "candidates": [], "rule": rule, "selected": None}).to_json())
+            records.update_manifest(validation={"candidates": [], "selected": None}, final=None, assessment=None,
+                                    terminal_reason=records.read_manifest().terminal_reason or TerminalReason.NO_SUBMISSIONS)
+            records.append(ValidationDone(selected=None))  # nothing selected: the Run is done here
+            records.update_manifest(phase=Phase.DONE)
             return
-        self._prestart(sandbox, "validation", len(candidates))
+        self._prestart(sandbox, Phase.VALIDATION, len(candidates))
         episodes = sandbox.plan("validation", keyed_seed(self._seed_key.key, spec.seed, "validation"), spec.validation.episodes)
         digests = {s.id: s.program_digest for s in state.status().submissions}
         programs = [self._stored_program(digests[submission_id]) for submission_id in candidates]
@@ -424,46 +494,49 @@ class RunDriver:
             results.append(CandidateResult(submission_id=submission_id, order=order, score=feedback.score, policy_failures=failures))
             table.append({"submission_id": submission_id, "program_digest": program.digest, "score": feedback.score,
                           "policy_failures": failures, "feedback": feedback_json(feedback, program.digest)})
-            self._notify("validated", {"id": submission_id, "score": feedback.score})
+            self._notify(RunProgress.VALIDATED, {"id": submission_id, "score": feedback.score})
         best = select_candidate(results, direction, failures_break_ties=self._spec.validation.candidates == "agent")
         report = {"schema": schema.VALIDATION, "candidates": list(candidates), "rule": rule, "episodes": spec.validation.episodes,
                   "selected": best.submission_id, "results": table}
-        write_json(records.root / "validation.json", report)
+        write_json(records.root / "validation.json", ValidationReport.model_validate(report).to_json())
         records.update_manifest(
-            phase="assessment",
             validation={"candidates": list(candidates), "rule": rule, "selected": best.submission_id,
                         "scores": {r.submission_id: r.score for r in results}},
             final={"submission_id": best.submission_id, "program_digest": digests[best.submission_id]},
         )
-        records.append_event("validation_done", selected=best.submission_id)
+        records.append(ValidationDone(selected=best.submission_id))
+        records.update_manifest(phase=Phase.ASSESSMENT)
 
     def _stored_program(self, digest: str) -> Program:
         return capture_program(self._records.root / "programs" / digest.removeprefix("sha256:"))
 
     def _assessment_phase(self, sandbox: DockerSandbox) -> None:
         records, spec = self._records, self._spec
-        self._notify("phase", {"phase": "assessment"})
-        self._prestart(sandbox, "assessment")
-        final = records.read_manifest()["final"]
-        program = self._stored_program(final["program_digest"])
+        self._notify(RunProgress.PHASE, {"phase": Phase.ASSESSMENT.value})
+        self._prestart(sandbox, Phase.ASSESSMENT)
+        final = records.read_manifest().final
+        if final is None or final.submission_id is None or final.program_digest is None:
+            raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, "run.json lost the Program Validation selected")
+        program = self._stored_program(final.program_digest)
         initial = capture_program(records.root / "initial_program")
         episodes = sandbox.plan("test", keyed_seed(self._seed_key.key, spec.seed, "assessment"), spec.assessment.episodes)
         # The starting Program on the very same held-out Episodes is the reference the Run improved on.
         programs = [program, initial] if spec.assessment.include_initial_program else [program]
         feedback, *reference = evaluate_programs(sandbox, programs, episodes)
         document = feedback_json(feedback, program.digest)
-        report: dict[str, Any] = {**document, "schema": schema.ASSESSMENT, "submission_id": final["submission_id"]}
+        report: dict[str, Any] = {**document, "schema": schema.ASSESSMENT, "submission_id": final.submission_id}
         summary: dict[str, Any] = {"score": feedback.score, "episodes": spec.assessment.episodes,
                                    "policy_failures": sum(1 for e in feedback.episodes if e.failure)}
         if reference:
             report["initial_program"] = feedback_json(reference[0], initial.digest)
             summary["initial_program_score"] = reference[0].score
-        write_json(records.root / "assessment.json", report)
-        records.update_manifest(phase="done", assessment=summary,
-                                final={**final, "is_initial_program": final["program_digest"] == initial.digest})
-        records.append_event("assessment_done", score=feedback.score)
-        self._notify("assessed", {"score": feedback.score})
-        if not records.read_manifest().get("terminal_reason"):
+        write_json(records.root / "assessment.json", AssessmentReport.model_validate(report).to_json())
+        records.update_manifest(assessment=summary,
+                                final={**final.to_json(), "is_initial_program": final.program_digest == initial.digest})
+        records.append(AssessmentDone(score=feedback.score))
+        records.update_manifest(phase=Phase.DONE)
+        self._notify(RunProgress.ASSESSED, {"score": feedback.score})
+        if not records.read_manifest().terminal_reason:
             raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, "run.json lost its terminal reason")
         shutil.rmtree(records.host, ignore_errors=True)
         records.host.mkdir()

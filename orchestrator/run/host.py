@@ -20,14 +20,16 @@ from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
 from orchestrator.kernel.rejections import RejectionCode, RequestRejected
-from orchestrator.kernel.session import SessionEvent, SessionState, StatusView, SubmissionState, SubmissionView
+from orchestrator.kernel.session import SessionState, StatusView, SubmissionState, SubmissionView
 from orchestrator.records import schema
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
+from orchestrator.records.events import Finished, SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
+from orchestrator.records.models import SubmissionRecord, parse
+from orchestrator.records.progress import Notify, RunProgress
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.workspace import AgentIdentity, capture_workspace_program
 
-Notify = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger(__name__)
 
 # How often close() asks the sandbox again to cancel: the evaluation may start its batch after the first request.
@@ -92,11 +94,9 @@ class RunHost:
         with self._settling:
             view = self._state.admit(selector, program.digest)
             self._records.store_program(program)
-            self._records.append_event(
-                SessionEvent.SUBMISSION_ADMITTED.value,
-                id=view.id, selector=view.selector, indices=list(view.indices), program_digest=program.digest,
-            )
-        self._notify("submission_started", {"id": view.id, "episodes": len(view.indices)})
+            self._records.append(SubmissionAdmitted(id=view.id, selector=view.selector, indices=list(view.indices),
+                                                    program_digest=program.digest))
+        self._notify(RunProgress.SUBMISSION_STARTED, {"id": view.id, "episodes": len(view.indices)})
         try:
             (feedback,) = evaluate_programs(self._sandbox, [program], [self._pool[i] for i in view.indices])
         except Exception as exc:  # any fault of the Host's side: refund, keep the evidence, answer with a code
@@ -140,8 +140,8 @@ class RunHost:
     def finish(self, candidates: list[str]) -> tuple[str, ...]:
         with self._settling:
             chosen = self._state.finish(candidates)
-            self._records.append_event(SessionEvent.FINISHED.value, candidates=list(chosen))
-        self._notify("finished", {"candidates": list(chosen)})
+            self._records.append(Finished(candidates=list(chosen)))
+        self._notify(RunProgress.FINISHED, {"candidates": list(chosen)})
         return chosen
 
     def close(self, *, grace_s: float, cancel: Callable[[], None] = lambda: None, cancel_wait_s: float = 0.0,
@@ -187,32 +187,32 @@ class RunHost:
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
         write_artifacts(directory, artifacts)
-        write_json(directory / "record.json", {
+        write_json(directory / "record.json", SubmissionRecord.model_validate({
             "schema": schema.SUBMISSION, "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
             "program_digest": digest, "feedback": document,
-        })
+        }).to_json())
         publish_feedback(self._records.published_feedback(view.id), document, artifacts)
         failures = sum(1 for e in document["episodes"] if e["failure"])
         # Taken while the Submission is still in flight, so no other can be admitted
         # in between: the budget exactly as this Submission left it.
         budget = self._state.status()
         self._state.complete(view.id, document["score"], failures)
-        self._records.append_event(SessionEvent.SUBMISSION_COMPLETED.value, id=view.id, score=document["score"], policy_failures=failures)
+        self._records.append(SubmissionCompleted(id=view.id, score=document["score"], policy_failures=failures))
         return SubmitReceipt(submission_id=view.id, program_digest=digest, score=document["score"],
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)
 
     def _notify_completed(self, receipt: SubmitReceipt) -> None:
-        self._notify("submission_completed", {"id": receipt.submission_id, "score": receipt.score, "status": self._state.status(),
+        self._notify(RunProgress.SUBMISSION_COMPLETED, {"id": receipt.submission_id, "score": receipt.score, "status": self._state.status(),
                                               "direction": self._benchmark.direction})
 
     def _void(self, view: SubmissionView, reason: str, message: str, evidence: str) -> None:
         """Refund the in-flight Submission: Host-private evidence, then the event. Call with _settling held."""
         self._state.void(view.id)
         write_bytes(self._records.private / "diagnostics" / f"{view.id}.log", f"{message}\n{evidence}".encode(), mode=PRIVATE_FILE)
-        self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=view.id, reason=reason)
-        self._notify("submission_voided", {"id": view.id, "reason": message})
+        self._records.append(SubmissionVoided(id=view.id, reason=reason))
+        self._notify(RunProgress.SUBMISSION_VOIDED, {"id": view.id, "reason": message})
 
     def recover_in_flight(self) -> str | None:
         """After a crash: complete the in-flight Submission from its record, or void it (refund)."""
@@ -221,14 +221,15 @@ class RunHost:
             return None
         record_path = self._records.submission(submission_id) / "record.json"
         try:
-            record = schema.read_record(record_path, schema.SUBMISSION) if record_path.exists() else None
+            record = (parse(SubmissionRecord, record_path, schema.read_record(record_path, schema.SUBMISSION))
+                      if record_path.exists() else None)
         except schema.RecordError:
             record = None  # written atomically, so never torn; anything else is not a record to complete from
-        if record is not None and isinstance(record.get("feedback"), dict) and "program_digest" in record:
+        if record is not None and record.program_digest is not None:
             view = self._view(submission_id)
             artifacts = read_artifacts(self._records.submission(submission_id))
-            self._notify_completed(self._complete(view, record["program_digest"], record["feedback"], artifacts))
+            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts))
             return f"{submission_id} completed from its record"
         self._state.void(submission_id)
-        self._records.append_event(SessionEvent.SUBMISSION_VOIDED.value, id=submission_id, reason="orchestrator_restarted")
+        self._records.append(SubmissionVoided(id=submission_id, reason="orchestrator_restarted"))
         return f"{submission_id} voided and refunded (interrupted before its Feedback was recorded)"

@@ -3,11 +3,11 @@
 Layout (relative to the suite directory):
 
     suite.yaml          the suite file as given
-    suite.json          the plan (schema epg.suite/1): every Run, its Benchmark, family, agent, repeat, seed
+    suite.json          the plan (records.models.SuiteManifest): every Run, its Benchmark, family, agent, repeat, seed
     specs/NAME.yaml     the Run spec of each Run, what `epg-orchestrate run` reads
     runs/NAME/          the run directory `epg-orchestrate run specs/NAME.yaml -o runs/NAME` makes
     logs/NAME.log       the Run's progress (stderr of every invocation, appended); NAME.json its last --json output
-    suite-events.jsonl  append-only, fsynced: each invocation of a Run and how it ended (not events.jsonl:
+    suite-events.jsonl  append-only, fsynced (records.events.SuiteEvent): each invocation of a Run and how it ended (not events.jsonl:
                         `runs list` takes a directory holding one for a run directory)
     lock                locked (flock) by the one process running the suite
 
@@ -25,18 +25,20 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
+from orchestrator.records.events import SUITE_EVENT_ADAPTER, Phase, SuiteEvent, SuiteEventType, parse_log
+from orchestrator.records.models import PlannedRunRecord, SuiteManifest, parse
 from orchestrator.records.provenance import utc_now
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.records.schema import SUITE, SUITE_EVENT
 from orchestrator.suite.spec import PlannedRun, spec_yaml
 
-SUITE = "epg.suite/1"  # suite.json
-SUITE_EVENT = "epg.suite_event/1"  # each line of a suite's suite-events.jsonl
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -58,11 +60,11 @@ class SuiteDirectory:
     def events_path(self) -> Path:
         return self.root / "suite-events.jsonl"
 
-    def run_dir(self, run: dict[str, Any]) -> Path:
-        return self.root / run["run_dir"]
+    def run_dir(self, run: PlannedRunRecord | Mapping[str, Any]) -> Path:
+        return self.root / planned(run).run_dir
 
-    def spec_file(self, run: dict[str, Any]) -> Path:
-        return self.root / run["spec"]
+    def spec_file(self, run: PlannedRunRecord | Mapping[str, Any]) -> Path:
+        return self.root / planned(run).spec
 
     def log(self, name: str, suffix: str) -> Path:
         return self.root / "logs" / f"{name}{suffix}"
@@ -80,22 +82,21 @@ class SuiteDirectory:
         for run in plan:
             write_bytes(self.root / run.spec_file, spec_yaml(run.spec).encode(), mode=PUBLIC_FILE)
         # suite.json last: a suite directory without it holds no suite yet.
-        write_json(self.manifest_path, {"schema": SUITE, "name": name, "created_at": utc_now(), "spec_dir": str(spec_dir),
-                                        "runs": [run.to_json() for run in plan]}, mode=PUBLIC_FILE)
+        manifest = SuiteManifest.model_validate({"schema": SUITE, "name": name, "created_at": utc_now(), "spec_dir": str(spec_dir),
+                                                 "runs": [run.to_json() for run in plan]})
+        write_json(self.manifest_path, manifest.to_json(), mode=PUBLIC_FILE)
 
-    def read_manifest(self) -> dict[str, Any]:
-        """suite.json. Raises RecordError when it is missing, corrupt, of another schema, or plans a Run whose paths are
-        not runs/NAME and specs/NAME.yaml for a plain NAME, or two Runs with one name."""
-        manifest = safe_read.read_record(self.root, "suite.json", SUITE)
-        runs = manifest.get("runs")
-        if not isinstance(runs, list) or not all(isinstance(r, dict) and {"name", "run_dir", "spec"} <= set(r) for r in runs):
-            raise record_schema.RecordError(self.manifest_path, "runs: not a list of planned Runs")
+    def read_manifest(self) -> SuiteManifest:
+        """suite.json. Raises RecordError when it is missing, corrupt, of another schema, not a suite's plan (naming the
+        first field that is not as SuiteManifest says), or plans a Run whose paths are not runs/NAME and specs/NAME.yaml
+        for a plain NAME, or two Runs with one name."""
+        manifest = parse(SuiteManifest, self.manifest_path, safe_read.read_record(self.root, "suite.json", SUITE))
         seen: set[str] = set()
-        for number, run in enumerate(runs):
-            name = run["name"]
-            if not isinstance(name, str) or not _RUN_NAME.match(name):
+        for number, run in enumerate(manifest.runs):
+            name = run.name
+            if not _RUN_NAME.match(name):
                 raise record_schema.RecordError(self.manifest_path, f"runs.{number}.name: {str(name)[:80]!r} is not a plain name")
-            if (run["run_dir"], run["spec"]) != (f"runs/{name}", f"specs/{name}.yaml"):
+            if (run.run_dir, run.spec) != (f"runs/{name}", f"specs/{name}.yaml"):
                 raise record_schema.RecordError(self.manifest_path, f"runs.{number}: its run_dir and spec must be runs/{name} and "
                                                                     f"specs/{name}.yaml")
             if name.lower() in seen:
@@ -115,9 +116,10 @@ class SuiteDirectory:
             raise SuiteBusy(f"another process is running the suite in {self.root}") from None
         return handle
 
-    def append_event(self, kind: str, **fields: Any) -> None:
-        """Append one event durably (write, fsync)."""
-        line = json.dumps({"schema": SUITE_EVENT, "type": kind, "time": round(time.time(), 3), **fields}, sort_keys=True) + "\n"
+    def append(self, event: SuiteEvent) -> None:
+        """Append event durably (write, fsync), stamped with its schema and the time."""
+        logged = SUITE_EVENT_ADAPTER.validate_python({**event.to_json(), "schema": SUITE_EVENT, "time": round(time.time(), 3)})
+        line = json.dumps(logged.to_json(), sort_keys=True) + "\n"
         fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             os.write(fd, line.encode())
@@ -125,23 +127,21 @@ class SuiteDirectory:
         finally:
             os.close(fd)
 
-    def events(self) -> list[dict[str, Any]]:
-        """The logged events in order; a torn last line is skipped. Raises RecordError (a link, not a file, too large)."""
+    def append_event(self, kind: SuiteEventType | str, **fields: Any) -> None:
+        """Append the event of type kind with fields, as append does. Raises ValueError (a pydantic ValidationError)
+        when kind is not a SuiteEventType or a field is not one of its event's (nothing is written then)."""
+        self.append(SUITE_EVENT_ADAPTER.validate_python({"type": kind, **fields}))
+
+    def events(self) -> list[SuiteEvent]:
+        """The logged events in order; a torn last line is skipped. Raises RecordError (a link, not a file, too large),
+        and its subclass events.EventLogError (naming the line) for any other line that is not a suite event."""
         try:
-            lines = safe_read.json_lines(self.root, "suite-events.jsonl")
+            data = safe_read.read_bytes(self.root, "suite-events.jsonl", safe_read.MAX_EVENTS_BYTES)
         except record_schema.RecordError as exc:
             if exc.reason == "missing":
                 return []
             raise
-        found = []
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            if isinstance(event, dict):
-                found.append(event)
-        return found
+        return parse_log(self.events_path, data, SUITE_EVENT_ADAPTER)
 
     def open_log(self, name: str, suffix: str, *, append: bool) -> BinaryIO:
         """logs/NAME+suffix opened to append or from empty, never through a link or a hard link. Raises RecordError."""
@@ -151,23 +151,42 @@ class SuiteDirectory:
         """logs/NAME+suffix, at most safe_read.MAX_OUTPUT_BYTES. Raises RecordError."""
         return safe_read.read_bytes(self.root, f"logs/{name}{suffix}", safe_read.MAX_OUTPUT_BYTES)
 
-    def run_problem(self, run: dict[str, Any]) -> str | None:
+    def run_problem(self, run: PlannedRunRecord | Mapping[str, Any]) -> str | None:
         """Why the Run's run directory cannot be used (runs/NAME is a link or not a directory), or None."""
-        found = safe_read.kind(self.root, run["run_dir"])
+        run = planned(run)
+        found = safe_read.kind(self.root, run.run_dir)
         if found in (None, "dir"):
             return None
-        return f"{run['run_dir']}: " + ("a symbolic link (not followed)" if found == "link" else "not a directory")
+        return f"{run.run_dir}: " + ("a symbolic link (not followed)" if found == "link" else "not a directory")
+
+
+def planned(run: PlannedRunRecord | Mapping[str, Any]) -> PlannedRunRecord:
+    """A planned Run given as its model or as its JSON form (`SuiteManifest["runs"]`), as its model. Raises ValueError
+    (a pydantic ValidationError) when the JSON form is not a planned Run."""
+    return run if isinstance(run, PlannedRunRecord) else PlannedRunRecord.model_validate(run)
+
+
+def is_done(run_dir: Path) -> bool:
+    """Whether a Run of the suite needs no resuming: its run.json says "done" (a Run whose log is ahead of its run.json
+    is resumed, which catches run.json up). False for a Run never started or unreadable, and when run_dir is a link."""
+    if run_dir.is_symlink():
+        return False
+    try:
+        stored = RunDirectory(run_dir).read_stored_manifest()
+    except record_schema.RecordError:
+        return False
+    return stored is not None and stored.phase is Phase.DONE
 
 
 def run_phase(run_dir: Path) -> str:
-    """Where a Run of the suite stands: "pending" (never started), "done", or its phase ("agent", ...; "unreadable",
-    also when run_dir is a link)."""
+    """Where a Run of the suite stands, as its records show it (`RunDirectory.read_manifest`): "pending" (never
+    started), "done", or its phase ("agent", ...; "unreadable", also when run_dir is a link)."""
     if run_dir.is_symlink():
         return "unreadable"
     records = RunDirectory(run_dir)
     if not records.events_path.exists():
         return "pending"
     try:
-        return str(records.read_manifest().get("phase") or "agent")
+        return records.read_manifest().current_phase.value
     except record_schema.RecordError:
         return "unreadable"

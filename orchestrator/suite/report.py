@@ -18,6 +18,8 @@ from typing import Any
 
 from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
+from orchestrator.records.events import Phase, SubmissionCompleted, ValidationDone
+from orchestrator.records.models import PlannedRunRecord, RunManifest
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import finite_number
 from orchestrator.suite.directory import SuiteDirectory
@@ -109,13 +111,11 @@ def _standing_json(standing: Standing, position: int) -> dict[str, Any]:
             "top2": standing.top2, "benchmarks": standing.benchmarks}
 
 
-def read_run(directory: SuiteDirectory, planned: dict[str, Any]) -> RunRow:
+def read_run(directory: SuiteDirectory, planned: PlannedRunRecord) -> RunRow:
     """The Run's row: phase, held-out score and direction from run.json, and what its run directory lacks."""
     records = RunDirectory(directory.run_dir(planned))
-    repeat = planned.get("repeat")
-    base = {"name": planned["name"], "benchmark": str(planned.get("benchmark")), "family": str(planned.get("family")),
-            "agent": str(planned.get("agent")), "repeat": repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 0,
-            "run_dir": planned["run_dir"]}
+    base: dict[str, Any] = {"name": planned.name, "benchmark": str(planned.benchmark), "family": str(planned.family),
+            "agent": str(planned.agent), "repeat": planned.repeat or 0, "run_dir": planned.run_dir}
     problem = directory.run_problem(planned)
     if problem is not None:
         return RunRow(**base, phase="unreadable", terminal_reason=None, score=None, direction=None, problems=(problem,))
@@ -125,39 +125,38 @@ def read_run(directory: SuiteDirectory, planned: dict[str, Any]) -> RunRow:
         manifest = records.read_manifest()
     except record_schema.RecordError as exc:
         return RunRow(**base, phase="unreadable", terminal_reason=None, score=None, direction=None, problems=(str(exc),))
-    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
-    score = assessment.get("score")
-    metric = manifest.get("metric") if isinstance(manifest.get("metric"), dict) else {}
-    direction = metric.get("direction") if metric.get("direction") in ("maximize", "minimize") else None
-    reason = manifest.get("terminal_reason")
-    return RunRow(**base, phase=str(manifest.get("phase") or "agent"), terminal_reason=None if reason is None else str(reason),
+    score = manifest.assessment_score
+    recorded = manifest.metric.direction if manifest.metric is not None else None
+    direction = recorded if recorded in ("maximize", "minimize") else None
+    reason = manifest.terminal_reason
+    return RunRow(**base, phase=manifest.current_phase.value, terminal_reason=None if reason is None else str(reason),
                   score=finite_number(score), direction=direction, problems=tuple(missing_records(records, manifest)),
                   unscored=f"held-out score {score!r} is not a finite number" if finite_number(score) is None and score is not None else None)
 
 
-def missing_records(records: RunDirectory, manifest: dict[str, Any]) -> list[str]:
+def missing_records(records: RunDirectory, manifest: RunManifest) -> list[str]:
     """What a finished Run's directory should hold and does not (empty: complete)."""
-    if manifest.get("phase") != "done":
-        return [f"not done (phase {manifest.get('phase') or 'agent'})"]
+    if manifest.current_phase is not Phase.DONE:
+        return [f"not done (phase {manifest.current_phase.value})"]
     problems = []
     try:
-        events = list(records.events())
+        events = records.events()
     except record_schema.RecordError as exc:
         return [str(exc)]
     wanted = ["spec.yaml", "initial_program", "validation.json"]
-    final = manifest.get("final")
-    if final:
+    final = manifest.final
+    if final is not None:
         wanted.append("assessment.json")
-        digest = final.get("program_digest") if isinstance(final, dict) else None
-        if safe_read.is_digest(digest):
+        digest = final.program_digest
+        if digest is not None and safe_read.is_digest(digest):
             wanted.append(safe_read.digest_path(digest))
         else:
             problems.append(f"run.json: final.program_digest {str(digest)[:80]!r} is not a Program digest")
-    completed = [str(e.get("id")) for e in events if e.get("type") == "submission_completed"]
+    completed = [e.id for e in events if isinstance(e, SubmissionCompleted)]
     problems += [f"events.jsonl: Submission id {i[:80]!r} is not a plain name" for i in completed if not _PLAIN.match(i)]
     wanted += [f"submissions/{i}/record.json" for i in completed if _PLAIN.match(i)]
     problems += [f"{name} is missing" for name in wanted if safe_read.kind(records.root, name) is None]
-    if not any(e.get("type") == "validation_done" for e in events):
+    if not any(isinstance(e, ValidationDone) for e in events):
         problems.append("events.jsonl has no validation_done")
     return problems
 
@@ -166,7 +165,7 @@ def build_report(suite_dir: Path) -> SuiteReport:
     """Read every Run of the suite and rank the agents. Raises RecordError when suite.json is unreadable."""
     directory = SuiteDirectory(suite_dir)
     manifest = directory.read_manifest()
-    rows = tuple(read_run(directory, planned) for planned in manifest["runs"])
+    rows = tuple(read_run(directory, planned) for planned in manifest.runs)
     benchmarks = list(dict.fromkeys(row.benchmark for row in rows))
     agents = tuple(dict.fromkeys(row.agent for row in rows))
     notes: list[str] = [f"{row.name}: {row.unscored}; ranked as no score" for row in rows if row.unscored]
@@ -187,7 +186,7 @@ def build_report(suite_dir: Path) -> SuiteReport:
     ranked = standings(entries)
     cells = tuple(_cell(benchmark.id, agent, collected[benchmark.id, agent], ranked.placings[benchmark.id][agent])
                   for benchmark in benchmark_rows for agent in agents)
-    return SuiteReport(suite_dir=str(suite_dir), name=str(manifest.get("name", "")), benchmarks=tuple(benchmark_rows), agents=agents,
+    return SuiteReport(suite_dir=str(suite_dir), name=manifest.name or "", benchmarks=tuple(benchmark_rows), agents=agents,
                        cells=cells, overall=ranked.overall, families=ranked.families, runs=rows, notes=tuple(notes))
 
 

@@ -23,16 +23,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 from orchestrator.records import safe_read
 from orchestrator.records import schema as record_schema
+from orchestrator.records.events import SubmissionAdmitted, SubmissionCompleted
+from orchestrator.records.models import PlannedRunRecord
+from orchestrator.records.progress import SuiteNotify, SuiteProgress
 from orchestrator.records.run_dir import RunDirectory
-from orchestrator.suite.directory import SuiteDirectory, run_phase
-
-Notify = Callable[[str, dict[str, Any]], None]
+from orchestrator.suite.directory import SuiteDirectory, is_done, run_phase
 
 # Run in the child before it becomes `epg-orchestrate`: die with the runner (PR_SET_PDEATHSIG is 1, kept across
 # execve), and give up if the runner is already gone. argv: the runner's pid, then the command's arguments.
@@ -81,14 +83,14 @@ class RunOutcome:
 
 @dataclass(slots=True)
 class _Going:
-    run: dict[str, Any]
+    run: PlannedRunRecord
     process: subprocess.Popen
     started: float
     logs: list[BinaryIO] = field(default_factory=list)
 
 
-def run_command(directory: SuiteDirectory, run: dict[str, Any], options: RunnerOptions) -> list[str]:
-    """The `epg-orchestrate` arguments that start or resume this Run."""
+def run_command(directory: SuiteDirectory, run: PlannedRunRecord | Mapping[str, Any], options: RunnerOptions) -> list[str]:
+    """The `epg-orchestrate` arguments that start or resume this Run (its planned Run, or the JSON form of one)."""
     run_dir = directory.run_dir(run)
     if RunDirectory(run_dir).events_path.exists():
         argv = ["run", "--resume", str(run_dir)]
@@ -107,7 +109,7 @@ def run_command(directory: SuiteDirectory, run: dict[str, Any], options: RunnerO
 class SuiteRunner:
     """Executes the Runs of one suite directory that are not done. Not thread-safe: one runner per suite directory."""
 
-    def __init__(self, directory: SuiteDirectory, options: RunnerOptions, notify: Notify) -> None:
+    def __init__(self, directory: SuiteDirectory, options: RunnerOptions, notify: SuiteNotify) -> None:
         self._directory = directory
         self._options = options
         self._notify = notify
@@ -122,11 +124,11 @@ class SuiteRunner:
         KeyboardInterrupt after SIGINT, SIGTERM or SIGHUP once every Run has stopped.
         A Run that fails does not stop the others.
         """
-        runs = self._directory.read_manifest()["runs"]
+        runs = self._directory.read_manifest().runs
         lock = self._directory.lock()  # held until this process ends, however it ends
-        waiting = [run for run in runs if run_phase(self._directory.run_dir(run)) != "done"]
+        waiting = [run for run in runs if not is_done(self._directory.run_dir(run))]
         self._directory.append_event("suite_started", runs=len(runs), waiting=len(waiting), runs_at_once=self._options.runs_at_once)
-        self._notify("plan", {"total": len(runs), "done": len(runs) - len(waiting), "waiting": [r["name"] for r in waiting]})
+        self._notify(SuiteProgress.PLAN, {"total": len(runs), "done": len(runs) - len(waiting), "waiting": [r.name for r in waiting]})
         outcomes: list[RunOutcome] = []
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
@@ -137,7 +139,7 @@ class SuiteRunner:
                 self._refused.clear()
                 for name in [name for name, going in self._going.items() if going.process.poll() is not None]:
                     outcomes.append(self._ended(self._going.pop(name)))
-                self._notify("progress", {"runs": [self._progress(going.run) for going in self._going.values()]})
+                self._notify(SuiteProgress.PROGRESS, {"runs": [self._progress(going.run) for going in self._going.values()]})
                 time.sleep(POLL_S)
         finally:
             for sig, handler in previous.items():
@@ -149,13 +151,13 @@ class SuiteRunner:
             raise KeyboardInterrupt(f"signal {signal.Signals(self._stopping).name}")
         return outcomes
 
-    def _start(self, run: dict[str, Any]) -> None:
-        directory, name = self._directory, run["name"]
+    def _start(self, run: PlannedRunRecord) -> None:
+        directory, name = self._directory, run.name
         argv = run_command(directory, run, self._options)
         resumed = argv[1] == "--resume"
         problem = directory.run_problem(run)
-        if problem is None and not resumed and safe_read.kind(directory.root, run["spec"]) != "file":
-            problem = f"{run['spec']}: missing, a link or not a regular file"
+        if problem is None and not resumed and safe_read.kind(directory.root, run.spec) != "file":
+            problem = f"{run.spec}: missing, a link or not a regular file"
         try:
             if problem is not None:
                 raise record_schema.RecordError(directory.run_dir(run), problem)
@@ -170,7 +172,7 @@ class SuiteRunner:
             self._refused.append(RunOutcome(name=name, exit_code=1, phase="unreadable", terminal_reason=None, score=None,
                                             seconds=0.0, error=str(exc)))
             directory.append_event("run_refused", run=name, error=str(exc))
-            self._notify("ended", {"outcome": self._refused[-1]})
+            self._notify(SuiteProgress.ENDED, {"outcome": self._refused[-1]})
             return
         log.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} epg-orchestrate {' '.join(argv)}\n".encode())
         log.flush()
@@ -181,36 +183,36 @@ class SuiteRunner:
         )
         self._going[name] = _Going(run=run, process=process, started=time.monotonic(), logs=[log, output])
         directory.append_event("run_started", run=name, resume=resumed, pid=process.pid, argv=argv)
-        self._notify("started", {"name": name, "resume": resumed})
+        self._notify(SuiteProgress.STARTED, {"name": name, "resume": resumed})
 
     def _ended(self, going: _Going) -> RunOutcome:
         for handle in going.logs:
             handle.close()
-        name = going.run["name"]
+        name = going.run.name
         code = going.process.returncode
         outcome = _outcome(self._directory, going.run, code, time.monotonic() - going.started)
         self._directory.append_event("run_ended", run=name, exit_code=code, phase=outcome.phase, score=outcome.score,
                                      seconds=round(outcome.seconds, 3), error=outcome.error)
-        self._notify("ended", {"outcome": outcome})
+        self._notify(SuiteProgress.ENDED, {"outcome": outcome})
         return outcome
 
-    def _progress(self, run: dict[str, Any]) -> RunProgress:
+    def _progress(self, run: PlannedRunRecord) -> RunProgress:
         records = RunDirectory(self._directory.run_dir(run))
         try:
-            events = list(records.events())
+            events = records.events()
         except record_schema.RecordError:
-            return RunProgress(name=run["name"], phase="unreadable", submissions=0, episodes=0)
-        completed = [e for e in events if e.get("type") == "submission_completed"]
-        admitted = {e.get("id"): len(e.get("indices") or ()) for e in events if e.get("type") == "submission_admitted"}
-        return RunProgress(name=run["name"], phase=run_phase(records.root), submissions=len(completed),
-                           episodes=sum(admitted.get(e.get("id"), 0) for e in completed))
+            return RunProgress(name=run.name, phase="unreadable", submissions=0, episodes=0)
+        completed = [e for e in events if isinstance(e, SubmissionCompleted)]
+        admitted = {e.id: len(e.indices or ()) for e in events if isinstance(e, SubmissionAdmitted)}
+        return RunProgress(name=run.name, phase=run_phase(records.root), submissions=len(completed),
+                           episodes=sum(admitted.get(e.id, 0) for e in completed))
 
     def _stop(self, signum: int, frame: Any) -> None:
         """Stop every Run as Ctrl-C would (KeyboardInterrupt: its sandbox closes), SIGKILL what lingers."""
         if self._stopping is not None:
             return
         self._stopping = signum
-        self._notify("stopping", {"signal": signal.Signals(signum).name, "runs": list(self._going)})
+        self._notify(SuiteProgress.STOPPING, {"signal": signal.Signals(signum).name, "runs": list(self._going)})
         for going in self._going.values():
             going.process.send_signal(signal.SIGINT)
         deadline = time.monotonic() + STOP_GRACE_S
@@ -222,24 +224,23 @@ class SuiteRunner:
                 going.process.wait()
 
 
-def _outcome(directory: SuiteDirectory, run: dict[str, Any], code: int, seconds: float) -> RunOutcome:
+def _outcome(directory: SuiteDirectory, run: PlannedRunRecord, code: int, seconds: float) -> RunOutcome:
     """What the ended invocation left: its error line (from its --json output) or its run.json."""
     error = None
     try:
-        printed = json.loads(directory.read_log(run["name"], ".json") or b"{}")
+        printed = json.loads(directory.read_log(run.name, ".json") or b"{}")
         if isinstance(printed, dict) and isinstance(printed.get("error"), dict):
             error = str(printed["error"].get("message"))[:2000]
     except (record_schema.RecordError, ValueError, RecursionError):
         pass  # killed before it printed (or the log was tampered with): the exit status says enough
     if error is None and code != 0:
-        error = f"exit status {code} (see {directory.log(run['name'], '.log')})"
+        error = f"exit status {code} (see {directory.log(run.name, '.log')})"
     try:
         manifest = RunDirectory(directory.run_dir(run)).read_manifest()
     except record_schema.RecordError as exc:
-        return RunOutcome(name=run["name"], exit_code=code, phase="unreadable", terminal_reason=None, score=None,
+        return RunOutcome(name=run.name, exit_code=code, phase="unreadable", terminal_reason=None, score=None,
                           seconds=seconds, error=error or str(exc))
-    assessment = manifest.get("assessment") if isinstance(manifest.get("assessment"), dict) else {}
-    score = assessment.get("score")
-    return RunOutcome(name=run["name"], exit_code=code, phase=run_phase(directory.run_dir(run)),
-                      terminal_reason=manifest.get("terminal_reason"), score=score if isinstance(score, (int, float)) else None,
+    reason = manifest.terminal_reason
+    return RunOutcome(name=run.name, exit_code=code, phase=run_phase(directory.run_dir(run)),
+                      terminal_reason=None if reason is None else str(reason), score=manifest.assessment_score,
                       seconds=seconds, error=error)

@@ -140,7 +140,7 @@ def assert_finished_through_the_relay(manifest: dict, run_dir: Path, provider_lo
         ProgramFile(path="params.json", data=GOOD_PARAMS.encode()),
         ProgramFile(path="policy.py", data=(BASELINE / "policy.py").read_bytes()),
     ])
-    assert manifest["terminal_reason"] == "finished", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
+    assert manifest["terminal_reason"] == "finish_called", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
     assert manifest["final"]["submission_id"] == "s0001"
     assert manifest["final"]["program_digest"] == expected
     assert manifest["assessment"]["score"] == 500.0

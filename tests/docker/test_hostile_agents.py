@@ -204,7 +204,7 @@ def test_capture_races_never_capture_a_host_byte_and_every_refusal_is_free(tmp_p
     assert results["status"]["submissions_used"] == captured
     assert results["status"]["episodes_used"] == captured
     manifest = json.loads(result.stdout)
-    assert manifest["terminal_reason"] == "finished"
+    assert manifest["terminal_reason"] == "finish_called"
 
 
 PLANT = r'''
@@ -251,7 +251,7 @@ def test_resume_never_chowns_through_what_the_agent_planted(tmp_path, scope, eng
     try:
         result = run_cli("run", "--resume", str(run_dir), "--json", scope=scope, timeout=600)
         assert result.exit_code == 0, result.stderr
-        assert json.loads(result.stdout)["terminal_reason"] == "finished"
+        assert json.loads(result.stdout)["terminal_reason"] == "finish_called"
         assert (host_file.stat().st_uid, host_file.stat().st_gid, host_file.parent.stat().st_uid) == before
         # The finished workspace is a plain directory again, with the agent's links kept out of it.
         analysis = run_dir / "workspace" / "analysis"
@@ -383,7 +383,7 @@ def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no
     assert events[-1]["type"] == "assessment_done"  # nothing of the agent phase is logged after the Run's end
 
     manifest = json.loads(result.stdout)
-    assert manifest["terminal_reason"] == "agent_exited"
+    assert manifest["terminal_reason"] == "exited_without_finish"
     ran = 0
     if events[settled[0]]["type"] == "submission_completed":
         record = json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())

@@ -226,7 +226,7 @@ def test_a_run_on_kubernetes_gives_the_same_feedback_as_on_docker(tmp_path, fake
         assessment = json.loads((run_dir / "assessment.json").read_text())
         results[backend] = (feedback, assessment["score"], [e["reward"] for e in assessment["episodes"]], manifest["terminal_reason"])
     assert results["kubernetes"] == results["docker"]
-    assert results["docker"][3] == "finished" and len(results["docker"][0]["episodes"]) == 2
+    assert results["docker"][3] == "finish_called" and len(results["docker"][0]["episodes"]) == 2
 
 
 def test_a_killed_run_leaves_no_labelled_object_after_gc(tmp_path, fake_cluster, engine, scope):

@@ -35,7 +35,7 @@ def run_through_the_relay(spec: dict, tmp_path: Path, scope: str, allow: tuple[s
                      scope=scope, env=WITHOUT_PROXIES)
     assert result.exit_code == 0, result.stderr[-3000:]
     manifest = json.loads(result.stdout)
-    assert manifest["terminal_reason"] == "finished", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
+    assert manifest["terminal_reason"] == "finish_called", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
     return manifest, run_dir
 
 

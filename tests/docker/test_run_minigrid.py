@@ -37,7 +37,7 @@ def test_scripted_run_on_fourrooms_records_missions_traces_validation_and_assess
     assert (recorded["benchmark"], recorded["phase"], recorded["agent"]) == ("MiniGrid-FourRooms-v0", "done", "scripted")
     # No initial_program in the spec: the Run starts from the package's baseline.
     assert recorded["initial_program_digest"] == capture_program(BASELINE).digest
-    assert manifest["terminal_reason"] == "finished"
+    assert manifest["terminal_reason"] == "finish_called"
     assert manifest["validation"]["candidates"] == ["s0001", "s0002"]
 
     digests = {"s0001": capture_program(BASELINE).digest, "s0002": capture_program(RANDOM).digest}

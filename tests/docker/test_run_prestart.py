@@ -78,7 +78,7 @@ def test_validation_and_assessment_run_in_containers_prestarted_during_the_agent
     result = run_cli("run", str(tmp_path / "spec.yaml"), "-o", str(run_dir), "--json", scope=scope, timeout=900)
     assert result.exit_code == 0, result.stderr[-4000:]
     manifest = json.loads(result.stdout)
-    assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
+    assert manifest["terminal_reason"] == "finish_called" and manifest["phase"] == "done"
 
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     prestarts = [(e["phase"], e["target"]) for e in events if e["type"] == "prestart"]

@@ -50,7 +50,7 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
     assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
-    assert manifest["terminal_reason"] == "finished"
+    assert manifest["terminal_reason"] == "finish_called"
     steady_digest = capture_program(steady).digest
     assert manifest["final"] == {"submission_id": "s0002", "program_digest": steady_digest, "is_initial_program": False}
     assert manifest["validation"]["candidates"] == ["s0001", "s0002"]
@@ -104,9 +104,9 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     shown_json = json.loads(run_cli("runs", "show", str(run_dir), "--json", scope=scope).stdout)
     assert [s["id"] for s in shown_json["submissions"]] == ["s0001", "s0002"] and shown_json["manifest"]["phase"] == "done"
     listed = run_cli("runs", "list", str(tmp_path), scope=scope)
-    assert listed.exit_code == 0 and "run" in listed.stdout and "finished" in listed.stdout
+    assert listed.exit_code == 0 and "run" in listed.stdout and "finish_called" in listed.stdout
     (row,) = json.loads(run_cli("runs", "list", str(tmp_path), "--json", scope=scope).stdout)["runs"]
-    assert (row["run"], row["terminal_reason"], row["assessment_score"], row["error"]) == ("run", "finished", 500.0, None)
+    assert (row["run"], row["terminal_reason"], row["assessment_score"], row["error"]) == ("run", "finish_called", 500.0, None)
     # Hidden material never reaches the agent's side.
     pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
     workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
@@ -165,7 +165,7 @@ def test_agent_container_has_only_the_host_api(tmp_path, scope, runtime):
     # Under gVisor the agent talks to its Sentry, which reports its own kernel release.
     assert (facts["kernel"] == os.uname().release) is (runtime == "runc")
     manifest = json.loads(result.stdout)
-    assert manifest["terminal_reason"] == "agent_exited" and manifest["final"] is None
+    assert manifest["terminal_reason"] == "exited_without_finish" and manifest["final"] is None
 
 
 def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_program, engine, scope):
@@ -207,7 +207,7 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
     for submission_id in completed_before:
         assert (run_dir / "workspace" / "feedback" / submission_id / "feedback.json").exists()
     assert [e["attempt"] for e in after if e["type"] == "agent_started"] == [1, 2]
-    assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
+    assert manifest["terminal_reason"] == "finish_called" and manifest["phase"] == "done"
     assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True) == []
 
 

@@ -108,12 +108,12 @@ def test_the_tutorial_followed_literally_in_a_fresh_clone_improves_on_the_baseli
     assert all(pattern.fullmatch(line) for line in expected_lines.text.splitlines() if line.startswith("s0")), expected_lines.text
     assert any(pattern.fullmatch(line.strip()) for line in demo_output.splitlines()), demo_output[-3000:]
     ended = summary(demo_output)
-    assert ended["terminal reason"] == "finished"
+    assert ended["terminal reason"] == "finish_called"
     assert re.fullmatch(r"runs/cartpole-v1-\S+", ended["Run directory"]), ended
     assert re.fullmatch(r"s\d{4} \(sha256:[0-9a-f]{64}\)", ended["selected"]), ended
     assert float(ended["assessment score"]) > float(ended["starting Program on the same Episodes"]) + 50, ended
     manifest = json.loads((clone / ended["Run directory"] / "run.json").read_text())
-    assert manifest["terminal_reason"] == "finished" and manifest["final"]["is_initial_program"] is False
+    assert manifest["terminal_reason"] == "finish_called" and manifest["final"]["is_initial_program"] is False
     activate = commands(first[1])
     assert activate[0] == ". .venv/bin/activate"
     assert re.search(r"\d+\.\d+", shell.run(activate[1]))
@@ -121,7 +121,7 @@ def test_the_tutorial_followed_literally_in_a_fresh_clone_improves_on_the_baseli
     # 2. Read the run directory: every line runs, and the files it names are there.
     outputs = {line: shell.run(line) for block in by_section["2"] if block.language == "sh" for line in commands(block)}
     listed = next(out for line, out in outputs.items() if line.startswith("epg-orchestrate runs list"))
-    assert ended["Run directory"].removeprefix("runs/") in listed and "finished" in listed
+    assert ended["Run directory"].removeprefix("runs/") in listed and "finish_called" in listed
     run_dir = clone / ended["Run directory"]
     assert (run_dir / "report.html").stat().st_size > 0
     assert "s0001" in next(out for line, out in outputs.items() if line.startswith("epg-orchestrate runs show"))
@@ -157,5 +157,5 @@ def test_the_tutorial_followed_literally_in_a_fresh_clone_improves_on_the_baseli
     promised = check.split("#", 1)[1].strip()
     assert shell.run(check).strip() == promised
     ended = summary(shell.run(run))
-    assert ended["terminal reason"] == "finished"
+    assert ended["terminal reason"] == "finish_called"
     assert float(ended["assessment score"]) > 400 and float(ended["starting Program on the same Episodes"]) > 400, ended

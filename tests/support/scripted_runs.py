@@ -67,7 +67,7 @@ def run_baseline_and_random(benchmark: str, package: Path, episodes: int, *, ben
     manifest = json.loads((run_dir / "run.json").read_text())
     printed = json.loads(result.stdout)
     assert {key: printed[key] for key in manifest} == manifest  # what the CLI printed is run.json (and maybe more)
-    assert manifest["terminal_reason"] == "finished" and manifest["phase"] == "done"
+    assert manifest["terminal_reason"] == "finish_called" and manifest["phase"] == "done"
     assert manifest["validation"]["candidates"] == list(SUBMISSIONS)
 
     digests = dict(zip(SUBMISSIONS, (capture_program(package / "baseline").digest, capture_program(package / "random").digest), strict=True))
