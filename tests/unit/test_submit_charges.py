@@ -7,7 +7,6 @@ real, and its event log is made to fail at a chosen event, as a full disk would.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import Budget, SessionEvent, SessionState, SubmissionState
+from orchestrator.records.events import RunEvent
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.host import RunHost
 
@@ -51,11 +51,11 @@ class _FailingLog(RunDirectory):
         super().__init__(root)
         self.failing: str | None = failing
 
-    def append_event(self, kind: str, **fields: Any) -> dict[str, Any]:
-        if kind == self.failing:
+    def append(self, event: RunEvent) -> RunEvent:
+        if event.type == self.failing:
             self.failing = None
             raise OSError(28, "No space left on device")
-        return super().append_event(kind, **fields)
+        return super().append(event)
 
 
 def _host(tmp_path: Path, failing: str, sandbox: _Sandbox | None = None) -> tuple[RunHost, _FailingLog, Budget]:
