@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from orchestrator.session.relay_bridge import serve as serve_bridge
+from orchestrator.hostclient.relay_bridge import serve as serve_bridge
 
 PROMPT = (
     "Read TASK.md in the current directory and do the task it describes. "

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.session.client import HostApiError, SessionClient, finish_and_report
+from orchestrator.hostclient.client import HostApiError, SessionClient, finish_and_report
 
 GROW, SHRINK, MIN_STEP, MAX_STEP = 1.5, 0.8, 1e-3, 10.0
 

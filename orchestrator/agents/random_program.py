@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agents.scripted import replace_program
-from orchestrator.session.client import HostApiError, SessionClient, finish_and_report
+from orchestrator.hostclient.client import HostApiError, SessionClient, finish_and_report
 
 
 def next_count(status: dict[str, Any], per_submission: int) -> int:

@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from orchestrator.session.client import HostApiError, SessionClient, finish_and_report
+from orchestrator.hostclient.client import HostApiError, SessionClient, finish_and_report
 
 
 def replace_program(source: Path, workspace_program: Path) -> None:

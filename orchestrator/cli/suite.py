@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.suite.directory import SuiteDirectory
     from orchestrator.suite.ranking import Standing
     from orchestrator.suite.report import SuiteReport
-    from orchestrator.suite.runner import RunOutcome
+    from orchestrator.suite.scheduler import RunOutcome
     from orchestrator.suite.spec import SuiteSpec
 
 app = typer.Typer(help="Suites: Benchmarks x agents x repeats under one protocol, and their ranking.", no_args_is_help=True)
@@ -54,7 +54,7 @@ def run(
     """
     from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
     from orchestrator.suite.report import build_report
-    from orchestrator.suite.runner import RunnerOptions, SuiteRunner
+    from orchestrator.suite.scheduler import SchedulerOptions, SuiteScheduler
     from orchestrator.suite.spec import MAX_SUITE_BYTES
 
     json_mode(as_json)
@@ -76,13 +76,13 @@ def run(
     else:
         suite = _load(suite_file)
         directory = SuiteDirectory(_create(suite_file, suite, output, roots, grants))
-    options = RunnerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope,
+    options = SchedulerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope,
                             allow_credentials=tuple(str(grant) for grant in grants))
     _build_images(directory, base, roots)
     reporter = _Reporter(live=not as_json)
     try:
         with reporter:
-            outcomes = SuiteRunner(directory, options, reporter.notify).execute()
+            outcomes = SuiteScheduler(directory, options, reporter.notify).execute()
     except (RecordError, SuiteBusy) as exc:
         fail(str(exc))
     report = build_report(directory.root)
@@ -198,7 +198,7 @@ class _Reporter:
         self._progress.__exit__(*exc_info)
 
     def notify(self, kind: str, fields: Mapping[str, Any]) -> None:
-        """Show one progress event of the suite runner. Raises ValueError for a kind that is not a SuiteProgress or one
+        """Show one progress event of the suite scheduler. Raises ValueError for a kind that is not a SuiteProgress or one
         without its fields (records.progress.checked): a wrong kind is an error, never dropped."""
         from orchestrator.records.progress import SuiteProgress, checked
 

@@ -41,10 +41,10 @@ POLICY_FILES = (
 )
 AGENT_FILES = (
     "orchestrator/__init__.py",
-    "orchestrator/session/__init__.py",
-    "orchestrator/session/client.py",
-    "orchestrator/session/cli.py",
-    "orchestrator/session/relay_bridge.py",
+    "orchestrator/hostclient/__init__.py",
+    "orchestrator/hostclient/client.py",
+    "orchestrator/hostclient/cli.py",
+    "orchestrator/hostclient/relay_bridge.py",
     "orchestrator/agents/__init__.py",
     "orchestrator/agents/scripted.py",
     "orchestrator/agents/hill_climb.py",
@@ -177,7 +177,7 @@ def agent_base_recipe() -> ImageRecipe:
     return ImageRecipe(
         name=AGENT_BASE,
         dockerfile=IMAGES / "agent-base" / "Dockerfile",
-        build_args={"SMOKE": "numpy, orchestrator.session.cli, orchestrator.agents.hill_climb"},
+        build_args={"SMOKE": "numpy, orchestrator.hostclient.cli, orchestrator.agents.hill_climb"},
         context_files={"epg-session": IMAGES / "agent-base" / "epg-session"},
         requirements=pins_of(*AGENT_NAMES),
         files=_project_files(AGENT_FILES),

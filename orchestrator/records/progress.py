@@ -1,4 +1,4 @@
-"""Progress events: what a Run (its driver and Host) and a suite runner tell whoever shows their progress, as a closed
+"""Progress events: what a Run (its driver and Host) and a suite scheduler tell whoever shows their progress, as a closed
 set of kinds, each with the fields it carries.
 
 A progress event is a kind and a mapping of fields, handed to a `Notify` callable; it is shown, never recorded (the
@@ -27,13 +27,13 @@ class RunProgress(StrEnum):
 
 
 class SuiteProgress(StrEnum):
-    """What a suite runner tells as it goes (`suite.runner.SuiteRunner`)."""
+    """What a suite scheduler tells as it goes (`suite.scheduler.SuiteScheduler`)."""
 
     PLAN = "plan"  # total, done, waiting
     STARTED = "started"  # name, resume
-    ENDED = "ended"  # outcome (suite.runner.RunOutcome)
+    ENDED = "ended"  # outcome (suite.scheduler.RunOutcome)
     STOPPING = "stopping"  # signal, runs
-    PROGRESS = "progress"  # runs (suite.runner.RunProgress of each going Run)
+    PROGRESS = "progress"  # runs (suite.scheduler.RunProgress of each going Run)
 
 
 FIELDS: dict[RunProgress | SuiteProgress, frozenset[str]] = {

@@ -72,7 +72,7 @@ def records_holding(run_dir: Path, needle: bytes) -> list[str]:
 
 RACES = SWAPPER_SOURCE + r'''
 import json, os, shutil, time
-from orchestrator.session.client import HostApiError, SessionClient
+from orchestrator.hostclient.client import HostApiError, SessionClient
 
 P, A = "/workspace/program", "/workspace/analysis"
 targets = json.loads(os.environ["EPG_TEST_TARGETS"])
@@ -318,7 +318,7 @@ def test_the_agent_cannot_fill_the_hosts_disk_or_memory_through_its_workspace_tm
 
 SUBMIT_AND_EXIT = r'''
 import json, os, threading, time
-from orchestrator.session.client import SessionClient
+from orchestrator.hostclient.client import SessionClient
 
 SLOW = ("import time\n\nclass Policy:\n    def act(self, observation):\n        time.sleep(0.25)\n        return 0\n\n\n"
         "def make_policy(context):\n    return Policy()\n")
@@ -400,7 +400,7 @@ def test_a_submission_the_agent_leaves_behind_ends_before_the_agent_phase_and_no
 
 SUBMIT_AND_STAY = r'''
 import time
-from orchestrator.session.client import SessionClient, HostApiError
+from orchestrator.hostclient.client import SessionClient, HostApiError
 
 SLOW = ("import time\n\nclass Policy:\n    def act(self, observation):\n        time.sleep(0.25)\n        return 0\n\n\n"
         "def make_policy(context):\n    return Policy()\n")

@@ -52,7 +52,7 @@ SECRETS = [EXPIRED, FRESH, REFRESH_OLD, REFRESH_NEW]
 # Inside the agent container: call the model through the bridge, search every readable file and the environment for
 # any of the login's tokens (sent hex-encoded, so the command itself holds none), then submit and finish.
 AGENT_SCRIPT = f'''set -e
-python3 -m orchestrator.session.relay_bridge --port 8765 &
+python3 -m orchestrator.hostclient.relay_bridge --port 8765 &
 python3 - <<'EOF'
 import json, os, subprocess, time, urllib.error, urllib.request
 for _ in range(100):  # until the bridge listens: urlopen reports a refused connection as URLError
@@ -114,7 +114,7 @@ def test_codex_login_on_the_host_reaches_the_upstream_refreshed_and_never_the_co
 
 # A command agent of the openai-compatible profile: a chat completion, then one the model server never answers.
 STALL_SCRIPT = '''set -e
-python3 -m orchestrator.session.relay_bridge --port 8765 &
+python3 -m orchestrator.hostclient.relay_bridge --port 8765 &
 python3 - <<'EOF'
 import json, time, urllib.error, urllib.request
 def chat(content):

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from orchestrator.hostclient.relay_bridge import serve as serve_bridge
 from orchestrator.relay.policy import RelayPolicy
 from orchestrator.relay.server import ModelRelay
-from orchestrator.session.relay_bridge import serve as serve_bridge
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 TOKEN_PATH = "/oauth/token"

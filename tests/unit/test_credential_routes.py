@@ -220,19 +220,20 @@ def test_run_prints_where_each_credential_goes_and_carries_the_leave_to_the_run(
 
 
 def test_suite_run_checks_each_runs_credential_with_the_leave_given_and_passes_it_to_every_run(tmp_path, monkeypatch):
-    from orchestrator.suite import runner
+    from orchestrator.suite import scheduler
+
 
     started: list[list[str]] = []
 
-    class RecordingRunner:
+    class RecordingScheduler:
         def __init__(self, directory, options, notify) -> None:
             self.directory, self.options = directory, options
 
         def execute(self):
-            started.extend(runner.run_command(self.directory, run, self.options) for run in self.directory.read_manifest()["runs"])
+            started.extend(scheduler.run_command(self.directory, run, self.options) for run in self.directory.read_manifest()["runs"])
             return []
 
-    monkeypatch.setattr("orchestrator.suite.runner.SuiteRunner", RecordingRunner)  # imported by `suite run` when it runs
+    monkeypatch.setattr("orchestrator.suite.scheduler.SuiteScheduler", RecordingScheduler)  # imported by `suite run` when it runs
     monkeypatch.setattr("orchestrator.cli.suite._build_images", lambda *args: None)
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump({"name": "far", "benchmarks": ["cartpole"],

@@ -32,6 +32,8 @@ from epg_sdk.codes import EpisodeStatus, FailureCode
 from orchestrator.hostapi import errors as hostapi_errors
 from orchestrator.hostapi.errors import GRPC_STATUS, PROTO_CODES
 from orchestrator.hostapi.server import MAX_CONCURRENT_RPCS, MAX_REQUEST_BYTES, TRANSPORT_MAX_RECEIVE_BYTES, serve
+from orchestrator.hostclient import client as session_client
+from orchestrator.hostclient.client import HostApiError, SessionClient
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EvaluationFeedback, PlannedEpisode
@@ -41,8 +43,6 @@ from orchestrator.kernel.session import Budget, FinishPolicy, SessionState
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.driver import FEEDBACK_WAIT_S, settle_timeout_s
 from orchestrator.run.host import RunHost
-from orchestrator.session import client as session_client
-from orchestrator.session.client import HostApiError, SessionClient
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "tok-" + "7f" * 16
@@ -1055,7 +1055,7 @@ def test_status_lists_submissions_with_state_score_and_feedback_path(run: Served
 # The epg-session command ----------------------------------------------------------
 def epg_session(run: Served, *args: str, token: str = TOKEN) -> tuple[int, Any]:
     env = {**os.environ, "EPG_HOST_API": str(run.socket_path), "EPG_SESSION_TOKEN": token, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "orchestrator.session.cli", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "orchestrator.hostclient.cli", *args], capture_output=True, text=True,
                           env=env, cwd=run.records.root, timeout=30)
     assert done.stderr == "", done.stderr
     return done.returncode, json.loads(done.stdout)

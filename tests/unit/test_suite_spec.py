@@ -12,7 +12,7 @@ from orchestrator.run.preflight import preflight
 from orchestrator.run.spec import RandomAgent, RunSpec
 from orchestrator.suite.directory import SuiteBusy, SuiteDirectory
 from orchestrator.suite.presets import CORE16
-from orchestrator.suite.runner import RunnerOptions, run_command
+from orchestrator.suite.scheduler import SchedulerOptions, run_command
 from orchestrator.suite.spec import (
     SuiteSpec,
     SuiteSpecError,
@@ -109,13 +109,13 @@ def test_a_run_never_started_is_run_and_an_interrupted_one_resumed(tmp_path):
     directory = SuiteDirectory(tmp_path / "suite")
     directory.create("name: pair\n", "pair", tmp_path, plan)
     (run,) = [r for r in directory.read_manifest()["runs"] if r["name"] == "cartpole-v1--hc--r0"]
-    options = RunnerOptions(base="debootstrap", environments=[PROBE], scope="s1")
+    options = SchedulerOptions(base="debootstrap", environments=[PROBE], scope="s1")
     assert run_command(directory, run, options) == [
         "run", str(directory.root / "specs" / "cartpole-v1--hc--r0.yaml"), "--output", str(directory.root / "runs" / "cartpole-v1--hc--r0"),
         "--json", "--base", "debootstrap", "--environments", str(PROBE), "--scope", "s1"]
     (directory.root / "runs" / "cartpole-v1--hc--r0").mkdir()
     (directory.root / "runs" / "cartpole-v1--hc--r0" / "events.jsonl").write_text("")
-    assert run_command(directory, run, RunnerOptions())[:3] == ["run", "--resume", str(directory.root / "runs" / "cartpole-v1--hc--r0")]
+    assert run_command(directory, run, SchedulerOptions())[:3] == ["run", "--resume", str(directory.root / "runs" / "cartpole-v1--hc--r0")]
     with pytest.raises(FileExistsError):
         directory.create("name: pair\n", "pair", tmp_path, plan)
 

@@ -26,7 +26,7 @@ from orchestrator.reports.replay import ReplayError, replay
 from orchestrator.reports.report import report_json, write_html_report
 from orchestrator.reports.rerun import replay_run
 from orchestrator.reports.run_records import load_run
-from orchestrator.suite import runner as suite_runner
+from orchestrator.suite import scheduler as suite_scheduler
 from orchestrator.suite.directory import SuiteDirectory
 from orchestrator.suite.report import build_report
 from orchestrator.suite.spec import SuiteSpec, plan_suite
@@ -246,7 +246,7 @@ def test_a_suite_run_directory_that_is_a_link_is_reported_not_read(suite_dir, tm
 
 
 class NoRun:
-    """Stands for subprocess.Popen in the suite runner: records the command, starts nothing, ends at once."""
+    """Stands for subprocess.Popen in the suite scheduler: records the command, starts nothing, ends at once."""
 
     started: list[list[str]] = []
 
@@ -262,13 +262,13 @@ class NoRun:
 def test_suite_logs_that_are_links_are_not_written_through_and_the_run_is_not_started(suite_dir, tmp_path, monkeypatch, log):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
-    monkeypatch.setattr(suite_runner.subprocess, "Popen", NoRun)
-    monkeypatch.setattr(suite_runner, "POLL_S", 0.0)
+    monkeypatch.setattr(suite_scheduler.subprocess, "Popen", NoRun)
+    monkeypatch.setattr(suite_scheduler, "POLL_S", 0.0)
     NoRun.started = []
     names = [run["name"] for run in SuiteDirectory(suite_dir).read_manifest()["runs"]]
     (suite_dir / "logs" / f"{names[0]}{log}").symlink_to(victim)
     seen: list[tuple[str, dict]] = []
-    outcomes = suite_runner.SuiteRunner(SuiteDirectory(suite_dir), suite_runner.RunnerOptions(),
+    outcomes = suite_scheduler.SuiteScheduler(SuiteDirectory(suite_dir), suite_scheduler.SchedulerOptions(),
                                         lambda kind, fields: seen.append((kind, fields))).execute()
     assert victim.read_text() == "keep me\n"
     refused = next(o for o in outcomes if o.name == names[0])

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from orchestrator.session.client import HostApiError, SessionClient
+from orchestrator.hostclient.client import HostApiError, SessionClient
 
 
 def main(argv: list[str] | None = None) -> int:

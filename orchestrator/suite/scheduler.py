@@ -1,6 +1,6 @@
 """Runs the Runs of a suite, at most `runs_at_once` at a time, each as its own `epg-orchestrate run` process.
 
-A Run of a suite is exactly what the command makes of its spec: the runner
+A Run of a suite is exactly what the command makes of its spec: the scheduler
 starts `epg-orchestrate run specs/NAME.yaml -o runs/NAME --json` for a Run
 never started and `epg-orchestrate run --resume runs/NAME --json` for one that
 was interrupted; a Run whose run.json says "done" stays finished. Processes,
@@ -9,9 +9,9 @@ its own interpreter and GIL, a Run that fails or crashes ends alone, and the
 owner label of its containers is its own process, so the next start of any
 orchestrator reaps exactly the leftovers of a dead Run.
 
-Each Run process dies with the runner (PR_SET_PDEATHSIG): a killed suite
+Each Run process dies with the scheduler (PR_SET_PDEATHSIG): a killed suite
 leaves killed Runs, which their resume was made for, never a Run going on
-unsupervised beside a resumed one. SIGINT, SIGTERM or SIGHUP to the runner
+unsupervised beside a resumed one. SIGINT, SIGTERM or SIGHUP to the scheduler
 stops its Runs as Ctrl-C stops a Run (cleanly), then raises KeyboardInterrupt.
 """
 
@@ -36,8 +36,8 @@ from orchestrator.records.progress import SuiteNotify, SuiteProgress
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.suite.directory import SuiteDirectory, is_done, run_phase
 
-# Run in the child before it becomes `epg-orchestrate`: die with the runner (PR_SET_PDEATHSIG is 1, kept across
-# execve), and give up if the runner is already gone. argv: the runner's pid, then the command's arguments.
+# Run in the child before it becomes `epg-orchestrate`: die with the scheduler (PR_SET_PDEATHSIG is 1, kept across
+# execve), and give up if the scheduler is already gone. argv: the scheduler's pid, then the command's arguments.
 _DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
@@ -50,7 +50,7 @@ STOP_GRACE_S = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunnerOptions:
+class SchedulerOptions:
     runs_at_once: int = 1
     base: str = "auto"
     environments: list[Path] | None = None
@@ -89,7 +89,7 @@ class _Going:
     logs: list[BinaryIO] = field(default_factory=list)
 
 
-def run_command(directory: SuiteDirectory, run: PlannedRunRecord | Mapping[str, Any], options: RunnerOptions) -> list[str]:
+def run_command(directory: SuiteDirectory, run: PlannedRunRecord | Mapping[str, Any], options: SchedulerOptions) -> list[str]:
     """The `epg-orchestrate` arguments that start or resume this Run (its planned Run, or the JSON form of one)."""
     run_dir = directory.run_dir(run)
     if RunDirectory(run_dir).events_path.exists():
@@ -106,10 +106,10 @@ def run_command(directory: SuiteDirectory, run: PlannedRunRecord | Mapping[str, 
     return argv
 
 
-class SuiteRunner:
-    """Executes the Runs of one suite directory that are not done. Not thread-safe: one runner per suite directory."""
+class SuiteScheduler:
+    """Executes the Runs of one suite directory that are not done. Not thread-safe: one scheduler per suite directory."""
 
-    def __init__(self, directory: SuiteDirectory, options: RunnerOptions, notify: SuiteNotify) -> None:
+    def __init__(self, directory: SuiteDirectory, options: SchedulerOptions, notify: SuiteNotify) -> None:
         self._directory = directory
         self._options = options
         self._notify = notify
@@ -176,7 +176,7 @@ class SuiteRunner:
             return
         log.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} epg-orchestrate {' '.join(argv)}\n".encode())
         log.flush()
-        # Its own session: a Ctrl-C at the terminal reaches the runner alone, which stops each Run once.
+        # Its own session: a Ctrl-C at the terminal reaches the scheduler alone, which stops each Run once.
         process = subprocess.Popen(
             [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv],
             stdin=subprocess.DEVNULL, stdout=output, stderr=log, start_new_session=True,
