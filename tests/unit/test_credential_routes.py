@@ -222,7 +222,6 @@ def test_run_prints_where_each_credential_goes_and_carries_the_leave_to_the_run(
 def test_suite_run_checks_each_runs_credential_with_the_leave_given_and_passes_it_to_every_run(tmp_path, monkeypatch):
     from orchestrator.suite import scheduler
 
-
     started: list[list[str]] = []
 
     class RecordingScheduler:
