@@ -277,11 +277,11 @@ ProgramFormName = Literal["files", "diff"]
 def runs_export(
     run_dir: ExistingDirectory,
     output_format: Annotated[ExportFormat, typer.Option("--format", help="Output format: jsonl (one record per line).")] = ExportFormat.JSONL,
-    out_file: Annotated[Optional[Path], typer.Option("--out", "-o", "--output", help="File to write (default: stdout).",
+    out_file: Annotated[Optional[Path], typer.Option("--file", help="File to write (default: stdout).",
                                                      dir_okay=False, show_default=False)] = None,
     program: Annotated[ProgramFormName, typer.Option("--program", help="Each Submission's Program as its files, or as a diff against the one before.")]
     = "files",
-    as_json: Annotated[bool, typer.Option("--json", help="With --out: print a JSON summary (runs, records, file) on stdout.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --file: print a JSON summary (runs, records, file) on stdout.")] = False,
 ) -> None:
     """Export a Run (or every Run below a directory, e.g. a suite's) as JSON Lines, one record per step of the agent's evolution.
 
@@ -293,7 +293,7 @@ def runs_export(
 
     json_mode(as_json)
     if as_json and out_file is None:
-        usage("--json needs --out FILE: without it the records themselves go to stdout")
+        usage("--json needs --file FILE: without it the records themselves go to stdout")
     runs = find_runs(run_dir)
     if not runs:
         fail(f"{run_dir} holds no run directory (no run.json in it or below it)")
@@ -309,7 +309,7 @@ def runs_export(
         if out_file is not None:
             handle.close()
     if as_json:
-        print_json({"out": str(out_file), "records": count, "runs": [d.relative_to(run_dir).as_posix() for d in runs]})
+        print_json({"file": str(out_file), "records": count, "runs": [d.relative_to(run_dir).as_posix() for d in runs]})
     else:
         err.print(f"{count} records of {len(runs)} Run{'s' if len(runs) != 1 else ''}" + (f" written to {out_file}" if out_file else ""),
                   highlight=False)

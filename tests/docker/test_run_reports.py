@@ -85,7 +85,7 @@ def test_the_browser_check_sees_a_page_that_asks_for_the_network(tmp_path):
 def test_export_of_a_recorded_run_validates_against_its_schema_and_holds_no_hidden_data(recorded_run, tmp_path, scope):
     validator = jsonschema.Draft202012Validator(export_schema())
     out = tmp_path / "run.jsonl"
-    result = run_cli("runs", "export", str(recorded_run), "--format", "jsonl", "--out", str(out), "--json", scope=scope)
+    result = run_cli("runs", "export", str(recorded_run), "--format", "jsonl", "--file", str(out), "--json", scope=scope)
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -95,7 +95,7 @@ def test_export_of_a_recorded_run_validates_against_its_schema_and_holds_no_hidd
     kinds = [r["kind"] for r in records]
     assert kinds == ["task"] + ["submission"] * manifest["submissions_made"] + ["outcome"]
     assert records[-1]["assessment"]["score"] == manifest["assessment"]["score"]
-    assert summary == {"out": str(out), "records": len(records), "runs": ["."]} and {r["run"] for r in records} == {"."}
+    assert summary == {"file": str(out), "records": len(records), "runs": ["."]} and {r["run"] for r in records} == {"."}
     # A directory of Runs (a suite's) exports each: here the parent of the run directory, in diff form.
     suite = run_cli("runs", "export", str(recorded_run.parent), "--program", "diff", scope=scope)
     assert suite.exit_code == 0, suite.stderr

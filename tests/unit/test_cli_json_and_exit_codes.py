@@ -201,3 +201,25 @@ def test_out_is_the_same_option_as_output_on_evaluate():
     evaluate = typer.main.get_command(app).commands["evaluate"]
     (output,) = [param for param in evaluate.params if "--output" in param.opts]
     assert {"--output", "--out"} <= set(output.opts)
+
+
+def test_out_names_a_directory_in_every_command_and_export_writes_its_file_with_file(tmp_path):
+    import typer.main
+
+    from orchestrator.cli.app import app
+
+    def commands(group):
+        for name, command in group.commands.items():
+            yield from commands(command) if hasattr(command, "commands") else [(name, command)]
+
+    with_out = {name: param for name, command in commands(typer.main.get_command(app)) for param in command.params
+                if "--out" in param.opts}
+    assert {"run", "evaluate"} <= set(with_out)
+    assert all((param.help or "").startswith("Directory ") for param in with_out.values()), {n: p.help for n, p in with_out.items()}
+
+    recorded = REPO / "tests" / "data" / "records-a181597" / "run"
+    assert invoke_cli("runs", "export", str(recorded), "--out", str(tmp_path / "x.jsonl")).exit_code == 2
+    result = invoke_cli("runs", "export", str(recorded), "--file", str(tmp_path / "x.jsonl"), "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["file"] == str(tmp_path / "x.jsonl") and summary["records"] == len((tmp_path / "x.jsonl").read_text().splitlines())
