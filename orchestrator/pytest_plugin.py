@@ -53,7 +53,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -146,7 +146,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _option(config: pytest.Config, name: str) -> str | None:
     value = config.getoption(name)
-    return value if value is not None else config.getini(name)
+    chosen = value if value is not None else config.getini(name)
+    return str(chosen) if chosen is not None else None
 
 
 @dataclass(slots=True)
@@ -309,7 +310,7 @@ def epg_completed_baselines(epg_baselines: dict[str, EvaluationFeedback]) -> dic
 
 
 @pytest.fixture(scope="module")
-def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: EnvironmentPackage) -> Callable[..., dict]:
+def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: EnvironmentPackage) -> Callable[..., dict[str, Any]]:
     """run(program_dir, episodes=3) -> the JSON report of `epg-orchestrate env test IMAGE --baseline program_dir -n episodes`.
 
     The command checks every Benchmark of the image under test and runs the
@@ -323,7 +324,7 @@ def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: Environmen
 
     scope = f"epg-env-test-{secrets.token_hex(4)}"
 
-    def run(program_dir: Path, episodes: int = 3) -> dict:
+    def run(program_dir: Path, episodes: int = 3) -> dict[str, Any]:
         command = [sys.executable, "-m", "orchestrator.cli.app", "env", "test", epg_image, "--baseline", str(program_dir),
                    "-n", str(episodes), "--json", "--environments", str(epg_package.root.parent)]
         result = subprocess.run(command, capture_output=True, text=True, timeout=ENV_TEST_TIMEOUT_S, env={**os.environ, "EPG_SCOPE": scope})
@@ -332,7 +333,7 @@ def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: Environmen
             pytest.fail(f"env test left containers {leftovers}", pytrace=False)
         if result.returncode not in (0, 1):
             pytest.fail(f"env test exited {result.returncode}:\n{result.stderr[-3000:]}", pytrace=False)
-        report = json.loads(result.stdout)
+        report: dict[str, Any] = json.loads(result.stdout)
         if result.returncode != (0 if report["ok"] else 1):
             pytest.fail(f"env test exited {result.returncode} with a report whose ok is {report['ok']}", pytrace=False)
         return report

@@ -17,6 +17,8 @@ from orchestrator.records.schema import RecordError
 
 # The records' models load pydantic: their modules load inside the command, not with --help.
 if TYPE_CHECKING:
+    from rich.status import Status
+
     from orchestrator.records.models import RunManifest
     from orchestrator.run.spec import RunSpec
 
@@ -57,7 +59,7 @@ def run(
         usage("--output names a new run directory; --resume continues the one given")
     if resume is not None and not RunDirectory(resume).events_path.exists():
         fail(f"{resume} is not a run directory (it holds no events.jsonl)")
-    path = spec_file if spec_file is not None else resume / "spec.yaml"
+    path = spec_file if spec_file is not None else (resume or Path()) / "spec.yaml"  # one of them is given (above)
     spec, text = load_checked_spec(path)
     require_backend(spec)
     spec = with_grants(spec, credential_grants(allow_credential))
@@ -147,7 +149,7 @@ class _Reporter:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.best: float | None = None
-        self.status = None
+        self.status: Status | None = None
 
     def notify(self, kind: str, fields: Mapping[str, Any]) -> None:
         """Show one progress event of the Run. Raises ValueError for a kind that is not a RunProgress or one without its

@@ -21,6 +21,9 @@ from orchestrator.records.schema import RecordError
 
 # The suite package reads spec files with pydantic: its modules load inside the commands, not with --help.
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+    from rich.progress import TaskID
+
     from orchestrator.run.relay_setup import CredentialGrant
     from orchestrator.suite.directory import SuiteDirectory
     from orchestrator.suite.ranking import Standing
@@ -74,6 +77,7 @@ def run(
             fail(str(exc))
         suite = _load(resume / "suite.yaml", text)
     else:
+        assert suite_file is not None  # one of the two is given (above)
         suite = _load(suite_file)
         directory = SuiteDirectory(_create(suite_file, suite, output, roots, grants))
     options = SchedulerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope,
@@ -187,7 +191,7 @@ class _Reporter:
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         # No refresh thread: the runner's loop refreshes (its Run processes are started from this one thread).
         self._progress = Progress(*columns, console=err, auto_refresh=False, transient=True, disable=not live)
-        self._suite = None
+        self._suite: TaskID | None = None
         self._tasks: dict[str, Any] = {}
 
     def __enter__(self) -> _Reporter:
@@ -216,7 +220,7 @@ class _Reporter:
             task = self._tasks.pop(outcome.name, None)
             if task is not None:
                 progress.remove_task(task)
-            if outcome.phase == "done":
+            if outcome.phase == "done" and self._suite is not None:
                 progress.advance(self._suite)
                 score = "nothing assessed" if outcome.score is None else f"held-out score {outcome.score:.4f}"
                 err.print(f"{one_line(outcome.name)}: done in {outcome.seconds:.1f} s, {score} ({one_line(outcome.terminal_reason)})",
@@ -306,8 +310,9 @@ def print_report(report: SuiteReport) -> None:
 
 def _standings(title: str, rows: tuple[Standing, ...]) -> Table:
     table = Table(title=title, title_justify="left")
-    for name, justify in (("#", "right"), ("agent", "left"), ("rank score", "right"), ("wins", "right"), ("top-2", "right"),
-                          ("Benchmarks", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("#", "right"), ("agent", "left"), ("rank score", "right"), ("wins", "right"),
+                                                      ("top-2", "right"), ("Benchmarks", "right"))
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for position, s in enumerate(rows, 1):
         table.add_row(str(position), one_line(s.agent), f"{s.rank_score:.4f}", str(s.wins), str(s.top2), str(s.benchmarks))

@@ -88,7 +88,8 @@ class RunDiagnostics:
 
     def to_json(self) -> dict[str, Any]:
         """As a JSON object; a number that overflowed (scores near 1e308) is null."""
-        return _finite(asdict(self))
+        finite: dict[str, Any] = _finite(asdict(self))
+        return finite
 
 
 def better(a: float, b: float, direction: str) -> bool:

@@ -94,7 +94,8 @@ def write_jsonl(records: Iterator[dict[str, Any]], handle: Any) -> int:
 
 def export_schema() -> dict[str, Any]:
     """The JSON Schema of one export record."""
-    return json.loads(SCHEMA_FILE.read_text())
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())
+    return schema
 
 
 # the records ---------------------------------------------------------------------

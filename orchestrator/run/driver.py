@@ -46,7 +46,7 @@ from orchestrator.kernel.ports import PlannedEpisode
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.kernel.selection import CandidateResult, every_completed, fallback_candidates, select_candidate
-from orchestrator.kernel.session import Budget, SessionState
+from orchestrator.kernel.session import Budget, FinishPolicy, SessionState
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records import provenance, schema
 from orchestrator.records.atomic import PUBLIC_DIRECTORY, PUBLIC_FILE, make_directory, write_bytes, write_json
@@ -105,7 +105,7 @@ def budget_of(spec: RunSpec) -> Budget:
         max_submissions=spec.budget.max_submissions,
         pool_size=spec.budget.pool_size,
         max_episodes_per_submission=spec.budget.max_episodes_per_submission,
-        finish_policy=spec.budget.finish,
+        finish_policy=FinishPolicy(spec.budget.finish),
         max_candidates=spec.validation.max_candidates,
     )
 

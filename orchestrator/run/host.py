@@ -144,7 +144,7 @@ class RunHost:
         self._notify(RunProgress.FINISHED, {"candidates": list(chosen)})
         return chosen
 
-    def close(self, *, grace_s: float, cancel: Callable[[], None] = lambda: None, cancel_wait_s: float = 0.0,
+    def close(self, *, grace_s: float, cancel: Callable[[], object] = lambda: None, cancel_wait_s: float = 0.0,
               clock: Callable[[], float] = time.monotonic) -> str | None:
         """End the agent's side of the Run; return how the Submission in flight ended ("completed" or "voided"), or None.
 

@@ -84,7 +84,7 @@ class RunOutcome:
 @dataclass(slots=True)
 class _Going:
     run: PlannedRunRecord
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     started: float
     logs: list[BinaryIO] = field(default_factory=list)
 
