@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator
 
 from orchestrator.backends.engine import DockerEngine, ReapReport
-from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, PodImages, image_reference, label_selector
+from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, image_reference, label_selector
 from orchestrator.backends.labels import OWNER, LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.records import provenance
@@ -112,7 +113,7 @@ def episode_sandbox(engine: DockerEngine, images: SandboxImages, limits: Sandbox
     reaped = reap_cluster_orphans(cluster)
     if reaped.total:
         progress(f"reaped {reaped.total} cluster objects of dead orchestrator processes")
-    pod_images = PodImages(environment=image_reference(kubernetes.registry_prefix, images.environment),
+    pod_images = SandboxImages(environment=image_reference(kubernetes.registry_prefix, images.environment),
                            policy_runtime=image_reference(kubernetes.registry_prefix, images.policy_runtime),
                            benchmark_entry=images.benchmark_entry)
     settings = ClusterSettings(namespace=kubernetes.target.namespace, runtime_class_name=kubernetes.runtime_class_name)

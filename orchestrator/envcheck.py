@@ -21,7 +21,7 @@ from typing import Any, Callable
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark

@@ -73,7 +73,7 @@ def evaluate(
     # Loaded here, not with the CLI: --help would pay for the engine's client, grpc and pydantic.
     from epg_sdk.runtime.episode_loop import EpisodeLimits
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
-    from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
+    from orchestrator.backends.settings import SandboxLimits, SandboxTuning
     from orchestrator.compose import KubernetesOptions, SandboxOptions
     from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
     from orchestrator.records.atomic import write_json

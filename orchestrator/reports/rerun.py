@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.catalogue import discover, resolve_benchmark
 from orchestrator.records import safe_read

@@ -28,7 +28,8 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, owner_id
 from orchestrator.backends.runner_calls import episode_budget_s
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphans
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
@@ -197,7 +198,7 @@ class RunDriver:
                     self._validation_phase(sandbox, state, benchmark.direction)
                 if records.read_manifest().get("phase") == "assessment":
                     self._assessment_phase(sandbox)
-                sandbox.pool.resize(0)  # nothing follows: start no more containers before the pool closes
+                sandbox.container_pool.resize(0)  # nothing follows: start no more containers before the pool closes
         finally:
             # A workspace mount outlives no orchestrator that exits: resume mounts it again.
             workspace_fs.release(records.workspace)
@@ -355,7 +356,7 @@ class RunDriver:
         status = host.state.status()
         flying = next((s for s in status.submissions if s.id == status.in_flight), None)
         grace = settle_timeout_s(limits, len(flying.indices), lanes) if flying and patient else 0.0
-        ended = host.close(grace_s=grace, cancel=sandbox.pool.cancel_batch,
+        ended = host.close(grace_s=grace, cancel=sandbox.container_pool.cancel_batch,
                            cancel_wait_s=episode_budget_s(limits) if patient else INTERRUPTED_SETTLE_S)
         if flying is not None and ended is not None:
             self._notify("note", {"message": f"{flying.id} was in flight when the agent phase ended: {ended}"})
@@ -379,9 +380,9 @@ class RunDriver:
             upcoming, floor = assessment, 0
         target = max(floor, min(upcoming, spec.sandbox.prestart_memory_mib // IDLE_POLICY_CONTAINER_MIB))
         if phase != "agent":
-            sandbox.pool.expect(upcoming)  # exactly these Episodes follow: nothing is refilled after the last
-        sandbox.pool.resize(target)
-        self._records.append_event("prestart", phase=phase, target=target, ready=sandbox.pool.ready_count())
+            sandbox.container_pool.expect(upcoming)  # exactly these Episodes follow: nothing is refilled after the last
+        sandbox.container_pool.resize(target)
+        self._records.append_event("prestart", phase=phase, target=target, ready=sandbox.container_pool.ready_count())
 
     def _record_relay(self, relay: ModelRelay) -> None:
         """Add this attempt's relay counts to run.json's totals."""

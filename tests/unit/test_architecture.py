@@ -366,6 +366,35 @@ def test_kernel_imports_pull_in_no_heavy_or_framework_modules():
     assert json.loads(result.stdout) == []
 
 
+KUBERNETES_BACKEND = sorted(path for path in all_modules() if path.startswith("orchestrator/backends/kubernetes/"))
+
+
+@pytest.mark.parametrize("path", KUBERNETES_BACKEND)
+def test_the_kubernetes_backend_loads_no_docker_client_through_what_it_imports(path):
+    # The direct rule above sees only a module's own imports; this follows every first-party import to its end.
+    reached = first_party_closure(module_name(REPO_ROOT / path))
+    assert {file: sorted(name for name in imported_modules(REPO_ROOT / file) if under(name, "docker"))
+            for file in sorted(reached) if any(under(name, "docker") for name in imported_modules(REPO_ROOT / file))} == {}
+
+
+def test_the_closure_walk_finds_docker_behind_a_first_party_import():
+    # A module of the Docker backend reaches docker-py through engine.py: the walk above must see such a path.
+    reached = first_party_closure("orchestrator.backends.sandbox")
+    assert "orchestrator/backends/engine.py" in reached
+    assert any(under(name, "docker") for name in imported_modules(REPO_ROOT / "orchestrator/backends/engine.py"))
+
+
+def test_importing_the_kubernetes_sandbox_does_not_load_docker():
+    code = (
+        "import json, sys\n"
+        "import orchestrator.backends.kubernetes.sandbox\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'docker' or m.startswith('docker.'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
 @pytest.mark.parametrize("path", sorted(set(POLICY_FILES)))
 def test_every_image_file_exists_in_the_repository(path):
     assert (REPO_ROOT / path).is_file()
