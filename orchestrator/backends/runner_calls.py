@@ -138,8 +138,13 @@ def run_over_lanes(
     on_episode: Callable[[EpisodeOutcome], None] | None,
     thread_prefix: str,
 ) -> list[EpisodeOutcome]:
-    """Run the jobs, one thread per lane pulling from one queue; return outcomes in job order (so Feedback is the
-    same whatever the concurrency). Raises the first error a lane met; the other lanes stop taking jobs."""
+    """Run the jobs, one thread per lane pulling from one queue; return one outcome per job, in job order (so Feedback
+    is the same whatever the concurrency).
+
+    Raises the first error a lane met, in run_one or in on_episode (the other lanes stop taking jobs), and
+    InfrastructureError(RUNNER_FAILED) should a job end without an outcome anyway: a short list would pass for
+    Feedback on fewer Episodes than were asked for.
+    """
     results: list[EpisodeOutcome | None] = [None] * len(jobs)
     cursor = iter(range(len(jobs)))
     cursor_lock = threading.Lock()
@@ -152,12 +157,13 @@ def run_over_lanes(
             if index is None:
                 return
             try:
-                results[index] = run_one(lane, jobs[index])
+                outcome = run_one(lane, jobs[index])
+                results[index] = outcome
+                if on_episode is not None:
+                    on_episode(outcome)
             except BaseException as exc:
                 failure.append(exc)
                 return
-            if on_episode is not None:
-                on_episode(results[index])
 
     pool.begin_batch(len(jobs))
     try:
@@ -171,4 +177,9 @@ def run_over_lanes(
         pool.end_batch()
     if failure:
         raise failure[0]
-    return [outcome for outcome in results if outcome is not None]
+    outcomes = [outcome for outcome in results if isinstance(outcome, EpisodeOutcome)]
+    if len(outcomes) != len(jobs):
+        missing = [job.episode.index for job, outcome in zip(jobs, results, strict=True) if not isinstance(outcome, EpisodeOutcome)]
+        raise InfrastructureError(InfraErrorCode.RUNNER_FAILED,
+                                  f"{len(missing)} of {len(jobs)} Episodes ended without an outcome (indices {missing[:8]})")
+    return outcomes
