@@ -30,23 +30,22 @@ from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.container_spec import BindMount, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.runner_calls import (
-    benchmark_info,
-    episode_budget_s,
-    episode_outcome,
-    episode_request,
-    evaluation_feedback,
-    feedback_request,
-    planned_episodes,
-    run_over_lanes,
-    runner_outcome,
-)
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 from orchestrator.kernel.program import Program
+from orchestrator.protocol.runner_messages import (
+    benchmark_info,
+    episode_outcome,
+    episode_request,
+    evaluation_feedback,
+    feedback_request,
+    planned_episodes,
+    runner_outcome,
+)
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.runner_calls import episode_budget_s
+from orchestrator.backends.lanes import episode_budget_s
 from orchestrator.backends.sandbox import DockerSandbox
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphans

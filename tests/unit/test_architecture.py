@@ -313,7 +313,7 @@ def test_the_walk_covers_every_layer():
     paths = set(all_modules())
     for expected in (
         "orchestrator/kernel/program.py",
-        "orchestrator/protocol/records.py",
+        "orchestrator/protocol/runner_messages.py",
         "sdk/epg_sdk/protocol/values.py",
         "sdk/epg_sdk/runtime/policy_runtime.py",
         "sdk/epg_sdk/planning.py",
@@ -345,7 +345,7 @@ def test_the_kernel_row_refuses_a_forbidden_import_found_in_a_function():
     kernel = row_of("orchestrator.kernel.example")
     names = _imports_of("def f():\n    import numpy\n", "orchestrator.kernel.example", is_package=False)
     assert [name for name in names if not kernel.permits(name)] == ["numpy"]
-    assert not kernel.permits("epg_sdk.protocol.values") and not kernel.permits("orchestrator.protocol.records")
+    assert not kernel.permits("epg_sdk.protocol.values") and not kernel.permits("orchestrator.protocol.runner_messages")
     assert all(kernel.permits(name) for name in (
         "epg_sdk.codes", "epg_sdk.outcomes", "orchestrator", "orchestrator.kernel.infrastructure", "hashlib", "os.path"))
 

@@ -1,5 +1,6 @@
 """The environment runner's answers as the Host reads them: a non-finite score, return or failure_return is the
-environment's fault (an infrastructure error), never a number the Host records, ranks or charges to the policy."""
+environment's fault (an infrastructure error), never a number the Host records, ranks or charges to the policy.
+And a batch spread over lanes: one outcome per job, in job order, or an error, never a shorter list."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import pytest
 from epg.v1 import runner_pb2
 from epg_sdk.codes import EpisodeStatus, RunnerOutcome
 from epg_sdk.protocol import values
-from orchestrator.backends.runner_calls import benchmark_info, evaluation_feedback, run_over_lanes, runner_outcome
+from orchestrator.backends.lanes import run_over_lanes
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import EpisodeJob, PlannedEpisode
 from orchestrator.kernel.program import Program, ProgramFile, program_digest
+from orchestrator.protocol.runner_messages import benchmark_info, evaluation_feedback, runner_outcome
 
 NON_FINITE = [math.nan, math.inf, -math.inf]
 JOB = EpisodeJob(episode=PlannedEpisode(split="train", index=7, payload=b"{}", policy_seed=1), program=None)

@@ -54,22 +54,21 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.owners import Heartbeat, process_owner
 from orchestrator.backends.kubernetes.relay import ExecRelay, read_tail, upload_program
 from orchestrator.backends.labels import LabelSet
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.runner_calls import (
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
+from orchestrator.protocol.runner_messages import (
     benchmark_info,
-    episode_budget_s,
     episode_outcome,
     episode_request,
     evaluation_feedback,
     feedback_request,
     planned_episodes,
-    run_over_lanes,
     runner_outcome,
 )
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
-from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.outcomes import EpisodeOutcome
-from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 
 log = logging.getLogger(__name__)
 
