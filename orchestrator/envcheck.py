@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import secrets
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
@@ -20,19 +19,18 @@ from typing import Any, Callable
 
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.labels import LabelSet, owner_id
+from orchestrator.backends.labels import BASELINE, BENCHMARKS, session_labels
 from orchestrator.backends.settings import SandboxTuning
-from orchestrator.compose import SandboxOptions, open_sandbox
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.orphans import reap_orphans
+from orchestrator.sandbox_opening import SandboxSetup, benchmark_images, open_sandbox
 
 Progress = Callable[[str], None]
 
-BENCHMARKS_LABEL = "org.evopolicygym.benchmarks"  # comma-separated Benchmark ids, set by the image builder
-BASELINE_LABEL = "org.evopolicygym.baseline"  # a directory inside the image holding a baseline Program
 CHECK_TIMEOUT_S = 600.0
 BASELINE_CHECK = "baseline runs through the sandbox"
 CHECKS_RUN = "conformance checks run inside the image"
@@ -111,7 +109,7 @@ def check_environment(
     """Check target (image reference, Benchmark name or package directory) and return the report.
 
     baseline_dir overrides the baseline Program (else: the package's, else the
-    image's BASELINE_LABEL directory, else the baseline check is reported as skipped).
+    image's BASELINE directory, else the baseline check is reported as skipped).
     A Benchmark's faults are failed checks in the report. Raises EnvCheckError
     for a target that names nothing checkable, InfrastructureError when the
     engine, a build or the sandbox fails.
@@ -130,7 +128,7 @@ def check_environment(
             continue
         progress(f"checking {benchmark_id} inside {resolved.image}")
         checks.extend(_conformance(engine, resolved.image, benchmark_id, entry, scope))
-        checks.append(_baseline(engine, resolved, benchmark_id, held, episodes, scope, base, baseline_dir))
+        checks.append(_baseline(engine, builder, resolved, benchmark_id, held, episodes, scope, baseline_dir))
     return EnvReport(image=resolved.image, image_id=resolved.image_id, benchmarks=tuple(resolved.benchmarks), checks=tuple(checks))
 
 
@@ -192,7 +190,7 @@ def _from_image(engine: DockerEngine, builder: ImageBuilder, image: str, image_i
     except CatalogueError:
         known = {}  # a malformed source tree does not stop an image check: the image itself is asked below
     installed = _installed_in_image(engine, image, scope)
-    named = [b for b in labels.get(BENCHMARKS_LABEL, "").split(",") if b]
+    named = [b for b in labels.get(BENCHMARKS, "").split(",") if b]
     benchmarks: dict[str, _Held] = {}
     for benchmark_id in dict.fromkeys([*named, *installed]):
         catalogued = known.get(benchmark_id)
@@ -200,12 +198,12 @@ def _from_image(engine: DockerEngine, builder: ImageBuilder, image: str, image_i
         entry = installed.get(benchmark_id) or (catalogued.entry if catalogued else "")
         benchmarks[benchmark_id] = _Held(entry=entry, package=catalogued.package if catalogued else None)
     if not benchmarks:
-        raise EnvCheckError(f"image {image} holds no Benchmark: no {BENCHMARKS_LABEL} label and no entry point in epg.benchmarks")
+        raise EnvCheckError(f"image {image} holds no Benchmark: no {BENCHMARKS} label and no entry point in epg.benchmarks")
     return _Target(image=image, image_id=image_id, labels=labels, benchmarks=benchmarks)
 
 
 def _labels(scope: str) -> dict[str, str]:
-    return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("env-check")
+    return session_labels(scope).for_role("env-check")
 
 
 def _run_in_image(engine: DockerEngine, image: str, command: tuple[str, ...], scope: str) -> tuple[int | None, str, str]:
@@ -242,7 +240,7 @@ def _conformance(engine: DockerEngine, image: str, benchmark_id: str, entry: str
         return [EnvCheck(benchmark=benchmark_id, name=CHECKS_RUN, ok=False, detail=f"exit {code}: {both[-400:].strip()}")]
 
 
-def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _Held, episodes: int, scope: str, base: str,
+def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benchmark_id: str, held: _Held, episodes: int, scope: str,
               baseline_dir: Path | None) -> EnvCheck:
     """The baseline Program through the real sandbox on target's image: every Episode must complete."""
     name = f"{BASELINE_CHECK} ({episodes} Episodes)"
@@ -254,11 +252,12 @@ def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _H
         return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
     if baseline is None:
         return EnvCheck(benchmark=benchmark_id, name=name, ok=True,
-                        detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE_LABEL} label)")
-    options = SandboxOptions(benchmark=benchmark_id, scope=scope, base=base, environment_image=target.image, benchmark_entry=held.entry,
-                             tuning=SandboxTuning(episodes=episodes))
+                        detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE} label)")
+    setup = SandboxSetup(labels=session_labels(scope), tuning=SandboxTuning(episodes=episodes))
     try:
-        with open_sandbox(options) as sandbox:
+        reap_orphans(engine)  # what dead orchestrator processes left: the sandbox starts on a clean engine
+        images = benchmark_images(builder, benchmark_id, environment_image=target.image, benchmark_entry=held.entry)
+        with open_sandbox(engine, images, setup) as sandbox:
             evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
     except InfrastructureError as exc:
         last = (exc.evidence.strip().splitlines() or [""])[-1]
@@ -269,12 +268,12 @@ def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _H
 
 
 def _baseline_program(engine: DockerEngine, target: _Target, held: _Held, baseline_dir: Path | None, scope: str) -> Program | None:
-    """The given baseline, else the catalogue package's, else the one in the image's BASELINE_LABEL directory; None when none is known."""
+    """The given baseline, else the catalogue package's, else the one in the image's BASELINE directory; None when none is known."""
     if baseline_dir is not None:
         return capture_program(baseline_dir)
     if held.package is not None and held.package.baseline_dir.is_dir():
         return capture_program(held.package.baseline_dir)
-    path = target.labels.get(BASELINE_LABEL, "")
+    path = target.labels.get(BASELINE, "")
     if not path:
         return None
     archive = engine.copy_from_image(target.image, path.rstrip("/"), _labels(scope))

@@ -32,7 +32,7 @@ def gc(
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
     from orchestrator.backends.labels import selector
-    from orchestrator.compose import reap_orphans
+    from orchestrator.orphans import reap_orphans
 
     json_mode(as_json)
     if backend == "kubernetes":
@@ -59,7 +59,7 @@ def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) ->
     require_extra("kubernetes", "--backend kubernetes")
     from orchestrator.backends.kubernetes.cluster import Cluster  # the client's import costs a second: only when asked for
     from orchestrator.backends.kubernetes.manifests import label_selector
-    from orchestrator.compose import reap_cluster_orphans
+    from orchestrator.orphans import reap_cluster_orphans
 
     try:
         cluster = Cluster.connect(target)

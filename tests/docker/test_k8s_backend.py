@@ -46,11 +46,12 @@ from orchestrator.backends.kubernetes.relay import UNPACK
 from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox, NetworkPolicyNotEnforced
 from orchestrator.backends.labels import OWNER, ROLE, SCOPE, SESSION, LabelSet, owner_id, selector
 from orchestrator.backends.settings import SandboxImages, SandboxTuning
-from orchestrator.compose import reap_cluster_orphans
 from orchestrator.images import registry as registries
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.ports import ContainerPoolControl, PooledSandbox
 from orchestrator.kernel.program import capture_program
+from orchestrator.orphans import reap_cluster_orphans
 from orchestrator.run import workspace_fs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,12 +145,14 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     programs = [capture_program(write_program(source)) for source in (CRASHING, EXITING)]
     first = len(api.store.events)
     with k8s_sandbox() as sandbox:
+        assert isinstance(sandbox, PooledSandbox) and isinstance(sandbox.container_pool, ContainerPoolControl)
         on_cluster = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
         (probe,) = evaluate_program(sandbox, capture_program(write_program(PROBING)), split="train", seed=7, episodes=1).feedback.episodes
         session = sandbox.labels.session
         live = {(o["kind"], o["metadata"]["name"]) for o in api.store.all_objects() if session in o["metadata"]["name"]}
         assert ("NetworkPolicy", f"epg-deny-{session}") in live and ("Pod", f"epg-ctl-{session}") in live
     with open_sandbox(tuning=SandboxTuning(concurrency=1, pool_size=2)) as sandbox:  # another concurrency, the same results
+        assert isinstance(sandbox, PooledSandbox) and isinstance(sandbox.container_pool, ContainerPoolControl)
         on_docker = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
     for cluster_run, docker_run in zip(on_cluster, on_docker, strict=True):
         assert _outcomes(cluster_run.feedback) == _outcomes(docker_run.feedback)
