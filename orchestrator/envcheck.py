@@ -262,8 +262,8 @@ def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benc
     except InfrastructureError as exc:
         last = (exc.evidence.strip().splitlines() or [""])[-1]
         return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"{exc.code.value}: {exc.message}: {last}")
-    failures = [e for e in evaluation.feedback.episodes if e.failure is not None]
-    detail = "; ".join(f"Episode {e.index}: {e.failure.value}: {e.reason}" for e in failures)
+    failures = [(e, e.failure) for e in evaluation.feedback.episodes if e.failure is not None]
+    detail = "; ".join(f"Episode {e.index}: {failure.value}: {e.reason}" for e, failure in failures)
     return EnvCheck(benchmark=benchmark_id, name=name, ok=not failures, detail=detail or f"score {evaluation.feedback.score:.3f}")
 
 

@@ -36,6 +36,7 @@ from orchestrator.kernel.program import Program, ProgramError, capture_program
 if TYPE_CHECKING:
     from orchestrator.images.catalogue import EnvironmentPackage
     from orchestrator.kernel.evaluation import Evaluation
+    from orchestrator.kernel.outcomes import EpisodeOutcome
     from orchestrator.sandbox_opening import SandboxOptions
 
 def evaluate(
@@ -138,7 +139,7 @@ def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program,
             if not quiet:
                 err.print(plain(message, "dim"))
 
-        def advance(outcome) -> None:
+        def advance(outcome: EpisodeOutcome) -> None:
             progress.update(task, advance=1, description=f"Episodes ({outcome.status.value})")
 
         with open_benchmark_sandbox(options, progress=note) as sandbox:

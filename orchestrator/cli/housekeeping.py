@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -88,7 +88,7 @@ def benchmarks(environments: Environments = None, as_json: Json = False) -> None
         packages = discover(environment_roots(environments))
     except CatalogueError as exc:
         fail(str(exc))
-    rows = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
+    rows: list[dict[str, Any]] = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
              "package": str(package.root), "distribution": package.distribution, "version": package.version}
             for package in packages for benchmark_id, entry in package.table.benchmarks.items()]
     if as_json:

@@ -214,7 +214,7 @@ class KubernetesSandbox:
         if not wait:
             return
         pod = self._cluster.wait_running(manifest["metadata"]["name"], POD_RUNNING_S)
-        for status in pod.status.container_statuses or []:
+        for status in (pod.status.container_statuses or []) if pod.status else []:
             key = "environment" if status.name == RUNNER_CONTAINER else "policy_runtime"
             self._image_ids[key] = status.image_id or self._image_ids[key]
 
