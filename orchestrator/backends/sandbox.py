@@ -72,7 +72,7 @@ class _Lane:
 
 
 class DockerSandbox:
-    """Implements the kernel's EpisodeSandbox with the Docker engine.
+    """Implements the kernel's PooledSandbox (an EpisodeSandbox with its container pool) with the Docker engine.
 
     Use as a context manager: entering starts the runner lanes and the
     container pool; leaving drains the pool, stops the runners and reaps every

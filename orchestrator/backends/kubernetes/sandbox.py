@@ -1,6 +1,6 @@
 """The Kubernetes Episode sandbox: one single-use Episode Pod per Episode, a control Pod, a deny-all NetworkPolicy.
 
-Implements the kernel's EpisodeSandbox as DockerSandbox does, with the same
+Implements the kernel's PooledSandbox as DockerSandbox does, with the same
 pre-starting pool and lane threads; results are stored by job index, so
 Feedback does not depend on placement or concurrency. Opening it also starts
 the session's heartbeat Lease (owners.py), pins the images to digests
@@ -101,7 +101,7 @@ class _PodLink:
 
 
 class KubernetesSandbox:
-    """Implements the kernel's EpisodeSandbox on a Kubernetes namespace.
+    """Implements the kernel's PooledSandbox (an EpisodeSandbox with its container pool) on a Kubernetes namespace.
 
     Use as a context manager: entering creates the session's NetworkPolicy and
     control Pod and starts the pool of Episode Pods; leaving drains the pool
