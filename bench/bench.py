@@ -42,8 +42,9 @@ from epg_sdk.runtime.episode_loop import EpisodeLimits
 from epg_sdk.testing import run_local_episode
 from orchestrator.backends.container_spec import RUNTIMES
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
+from orchestrator.backends.labels import LabelSet, owner_id, selector
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
@@ -115,7 +116,7 @@ def settle(quiet: float = 0.15, longest_s: float = 60.0) -> None:
 
 def idle_container_memory(engine: DockerEngine, sandbox: DockerSandbox) -> float:
     """Memory (MiB) charged to one pooled container waiting for its Episode."""
-    containers = engine.client.containers.list(filters={"label": [f"org.evopolicygym.session={sandbox.labels.session}", "org.evopolicygym.role=policy"]})
+    containers = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
     usages = []
     for container in containers[:4]:
         stats = container.stats(stream=False)["memory_stats"]
@@ -212,7 +213,7 @@ def cartpole_figures(engine: DockerEngine, builder: ImageBuilder, args: argparse
             for _ in range(args.repeats):
                 for runtime, sandbox in singles.items():
                     for other in singles.values():
-                        other.pool.wait_until_settled(600)
+                        other.container_pool.wait_until_settled(600)
                     settle()
                     if runtime not in idle_memory:
                         idle_memory[runtime] = idle_container_memory(engine, sandbox)
@@ -221,11 +222,11 @@ def cartpole_figures(engine: DockerEngine, builder: ImageBuilder, args: argparse
         settle()
 
         with DockerSandbox(engine, images, labels=labels(), tuning=tuning) as sandbox:
-            sandbox.pool.wait_until_settled(600)
+            sandbox.container_pool.wait_until_settled(600)
             settle()
             memory = idle_container_memory(engine, sandbox)
             warm_long, outcomes = timed_batch(sandbox, balancing, n)
-            sandbox.pool.wait_until_settled(600)
+            sandbox.container_pool.wait_until_settled(600)
             settle()
             warm_short, short_outcomes = timed_batch(sandbox, left, n)
         steps = sum(o.steps for o in outcomes)

@@ -36,12 +36,13 @@ def child(program_dir: str) -> None:
     import orchestrator.cli.app  # noqa: F401  (what every command imports)
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.labels import LabelSet, owner_id
-    from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
-    from orchestrator.compose import reap_orphans
+    from orchestrator.backends.sandbox import DockerSandbox
+    from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
     from orchestrator.images.builder import ImageBuilder
     from orchestrator.images.catalogue import resolve_benchmark
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.kernel.program import capture_program
+    from orchestrator.orphans import reap_orphans
 
     marks.append(time.perf_counter())
     engine = DockerEngine.connect()

@@ -26,7 +26,8 @@ import numpy as np
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
@@ -115,7 +116,7 @@ def measure(engine: DockerEngine, builder: ImageBuilder, benchmark: str, episode
 
     lone = max(4, episodes // 2)
     with DockerSandbox(engine, images, labels=labels(), tuning=SandboxTuning(concurrency=1, pool_size=lone)) as sandbox:
-        sandbox.pool.wait_until_settled(600)
+        sandbox.container_pool.wait_until_settled(600)
         settle()
         evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=lone)
         # A replay Episode (MuJoCo's index 0) renders: its renderer's start-up, at reset, lies outside the step loop.
@@ -125,7 +126,7 @@ def measure(engine: DockerEngine, builder: ImageBuilder, benchmark: str, episode
     environment_us = local_step_us(package.root, entry, lone)
     settle()
     with DockerSandbox(engine, images, labels=labels(), tuning=SandboxTuning(pool_size=episodes)) as sandbox:
-        sandbox.pool.wait_until_settled(600)
+        sandbox.container_pool.wait_until_settled(600)
         settle()
         began = time.perf_counter()
         _completed(evaluate_program(sandbox, program, split="train", seed=1, episodes=episodes))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import secrets
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
@@ -20,19 +19,18 @@ from typing import Any, Callable
 
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import SandboxTuning
-from orchestrator.compose import SandboxOptions, open_sandbox
+from orchestrator.backends.labels import BASELINE, BENCHMARKS, session_labels
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import Program, ProgramError, capture_program
+from orchestrator.orphans import reap_orphans
+from orchestrator.sandbox_opening import SandboxSetup, benchmark_images, open_sandbox
 
 Progress = Callable[[str], None]
 
-BENCHMARKS_LABEL = "org.evopolicygym.benchmarks"  # comma-separated Benchmark ids, set by the image builder
-BASELINE_LABEL = "org.evopolicygym.baseline"  # a directory inside the image holding a baseline Program
 CHECK_TIMEOUT_S = 600.0
 BASELINE_CHECK = "baseline runs through the sandbox"
 CHECKS_RUN = "conformance checks run inside the image"
@@ -111,7 +109,7 @@ def check_environment(
     """Check target (image reference, Benchmark name or package directory) and return the report.
 
     baseline_dir overrides the baseline Program (else: the package's, else the
-    image's BASELINE_LABEL directory, else the baseline check is reported as skipped).
+    image's BASELINE directory, else the baseline check is reported as skipped).
     A Benchmark's faults are failed checks in the report. Raises EnvCheckError
     for a target that names nothing checkable, InfrastructureError when the
     engine, a build or the sandbox fails.
@@ -130,7 +128,7 @@ def check_environment(
             continue
         progress(f"checking {benchmark_id} inside {resolved.image}")
         checks.extend(conformance_checks(_engine_runner(engine, scope), resolved.image, benchmark_id, entry))
-        checks.append(_baseline(engine, resolved, benchmark_id, held, episodes, scope, base, baseline_dir))
+        checks.append(_baseline(engine, builder, resolved, benchmark_id, held, episodes, scope, baseline_dir))
     return EnvReport(image=resolved.image, image_id=resolved.image_id, benchmarks=tuple(resolved.benchmarks), checks=tuple(checks))
 
 
@@ -196,12 +194,12 @@ def _from_image(engine: DockerEngine, builder: ImageBuilder, image: str, image_i
     benchmarks = {benchmark_id: _Held(entry=entry, package=known[benchmark_id].package if benchmark_id in known else None)
                   for benchmark_id, entry in entries.items()}
     if not benchmarks:
-        raise EnvCheckError(f"image {image} holds no Benchmark: no {BENCHMARKS_LABEL} label and no entry point in epg.benchmarks")
+        raise EnvCheckError(f"image {image} holds no Benchmark: no {BENCHMARKS} label and no entry point in epg.benchmarks")
     return _Target(image=image, image_id=image_id, labels=labels, benchmarks=benchmarks)
 
 
 def _labels(scope: str) -> dict[str, str]:
-    return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("env-check")
+    return session_labels(scope).for_role("env-check")
 
 
 def _run_in_image(engine: DockerEngine, image: str, command: tuple[str, ...], scope: str) -> tuple[int | None, str, str]:
@@ -252,11 +250,11 @@ RunInImage = Callable[[str, tuple[str, ...]], tuple[int | None, str, str]]
 def held_benchmarks(labels: dict[str, str], installed: dict[str, str], known: dict[str, str]) -> dict[str, str]:
     """Benchmark id -> factory entry ("" when none is known) of every Benchmark an image holds.
 
-    Those its BENCHMARKS_LABEL names (an image built FROM one of ours inherits it), then those installed
+    Those its benchmarks label (`labels.BENCHMARKS`) names (an image built FROM one of ours inherits it), then those installed
     in it (`installed_benchmarks`). What the image registers itself wins; known (a catalogue or the
     package under test) fills in the entries of packages copied into the image rather than installed.
     """
-    named = [benchmark_id for benchmark_id in labels.get(BENCHMARKS_LABEL, "").split(",") if benchmark_id]
+    named = [benchmark_id for benchmark_id in labels.get(BENCHMARKS, "").split(",") if benchmark_id]
     return {benchmark_id: installed.get(benchmark_id) or known.get(benchmark_id, "") for benchmark_id in dict.fromkeys([*named, *installed])}
 
 
@@ -264,7 +262,7 @@ def _engine_runner(engine: DockerEngine, scope: str) -> RunInImage:
     return lambda image, command: _run_in_image(engine, image, command, scope)
 
 
-def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _Held, episodes: int, scope: str, base: str,
+def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benchmark_id: str, held: _Held, episodes: int, scope: str,
               baseline_dir: Path | None) -> EnvCheck:
     """The baseline Program through the real sandbox on target's image: every Episode must complete."""
     name = f"{BASELINE_CHECK} ({episodes} Episodes)"
@@ -276,27 +274,28 @@ def _baseline(engine: DockerEngine, target: _Target, benchmark_id: str, held: _H
         return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
     if baseline is None:
         return EnvCheck(benchmark=benchmark_id, name=name, ok=True,
-                        detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE_LABEL} label)")
-    options = SandboxOptions(benchmark=benchmark_id, scope=scope, base=base, environment_image=target.image, benchmark_entry=held.entry,
-                             tuning=SandboxTuning(episodes=episodes))
+                        detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE} label)")
+    setup = SandboxSetup(labels=session_labels(scope), tuning=SandboxTuning(episodes=episodes))
     try:
-        with open_sandbox(options) as sandbox:
+        reap_orphans(engine)  # what dead orchestrator processes left: the sandbox starts on a clean engine
+        images = benchmark_images(builder, benchmark_id, environment_image=target.image, benchmark_entry=held.entry)
+        with open_sandbox(engine, images, setup) as sandbox:
             evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
     except InfrastructureError as exc:
         last = (exc.evidence.strip().splitlines() or [""])[-1]
         return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"{exc.code.value}: {exc.message}: {last}")
-    failures = [e for e in evaluation.feedback.episodes if e.failure is not None]
-    detail = "; ".join(f"Episode {e.index}: {e.failure.value}: {e.reason}" for e in failures)
+    failures = [(e, e.failure) for e in evaluation.feedback.episodes if e.failure is not None]
+    detail = "; ".join(f"Episode {e.index}: {failure.value}: {e.reason}" for e, failure in failures)
     return EnvCheck(benchmark=benchmark_id, name=name, ok=not failures, detail=detail or f"score {evaluation.feedback.score:.3f}")
 
 
 def _baseline_program(engine: DockerEngine, target: _Target, held: _Held, baseline_dir: Path | None, scope: str) -> Program | None:
-    """The given baseline, else the catalogue package's, else the one in the image's BASELINE_LABEL directory; None when none is known."""
+    """The given baseline, else the catalogue package's, else the one in the image's BASELINE directory; None when none is known."""
     if baseline_dir is not None:
         return capture_program(baseline_dir)
     if held.package is not None and held.package.baseline_dir.is_dir():
         return capture_program(held.package.baseline_dir)
-    path = target.labels.get(BASELINE_LABEL, "")
+    path = target.labels.get(BASELINE, "")
     if not path:
         return None
     archive = engine.copy_from_image(target.image, path.rstrip("/"), _labels(scope))

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 from docker.types import LogConfig, Mount
 
-# The OCI runtimes a sandboxed container may run under: runc (Linux namespaces
-# and cgroups) or runsc (gVisor: a user-space kernel between the container and
-# the host's; registered with the engine by scripts/ensure-docker.sh).
-ContainerRuntime = Literal["runc", "runsc"]
-RUNTIMES: tuple[str, ...] = get_args(ContainerRuntime)
+from orchestrator.backends.settings import RUNTIMES, ContainerRuntime
+
+__all__ = ["RUNTIMES", "BindMount", "ContainerRuntime", "ContainerSpec", "to_docker_kwargs"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

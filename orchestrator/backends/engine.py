@@ -70,14 +70,10 @@ class DockerEngine:
     def copy_from_image(self, image: str, path: str, labels: dict[str, str]) -> bytes:
         """Return a tar archive of path inside image, read from a created (never started) labelled container.
 
-        Raises InfrastructureError(CONTAINER_FAILED) when the engine refuses or path is absent.
+        Raises InfrastructureError: IMAGE_MISSING for an image the engine does not hold, CONTAINER_FAILED when the
+        engine refuses or path is absent.
         """
-        if labels.get(MANAGED) != "true":
-            raise ValueError("every container the orchestrator creates must carry its labels")
-        try:
-            container = self.client.containers.create(image=image, command=["true"], labels=labels, network_disabled=True)
-        except APIError as exc:
-            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot create a container of {image}", str(exc)) from exc
+        container = self._create(ContainerSpec(image=image, command=("true",), labels=labels))
         try:
             stream, _stat = container.get_archive(path)
             return b"".join(stream)
@@ -87,18 +83,26 @@ class DockerEngine:
             if not self.remove(container):
                 log.warning("leaked container %s of %s", container.id[:12], image)
 
-    def start(self, spec: ContainerSpec) -> Container:
-        """Create and start a container for spec. Raises InfrastructureError(CONTAINER_FAILED)."""
+    def _create(self, spec: ContainerSpec) -> Container:
+        """Create (not start) the container of spec: the one place the orchestrator creates containers.
+
+        Raises ValueError for a spec without the orchestrator's labels, InfrastructureError: IMAGE_MISSING for an image
+        the engine does not hold, CONTAINER_FAILED when the engine refuses.
+        """
         if spec.labels.get(MANAGED) != "true":
             raise ValueError("every container the orchestrator creates must carry its labels")
         try:
-            container = self.client.containers.create(**to_docker_kwargs(spec))
+            return self.client.containers.create(**to_docker_kwargs(spec))
         except ImageNotFound as exc:
             raise InfrastructureError(
                 InfraErrorCode.IMAGE_MISSING, f"image {spec.image} is not built; run `epg-orchestrate images build`"
             ) from exc
         except APIError as exc:
             raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot create a container of {spec.image}", str(exc)) from exc
+
+    def start(self, spec: ContainerSpec) -> Container:
+        """Create and start a container for spec; return it. Raises InfrastructureError (IMAGE_MISSING, CONTAINER_FAILED)."""
+        container = self._create(spec)
         try:
             container.start()
         except APIError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 from dataclasses import dataclass
 
@@ -18,6 +19,11 @@ INPUTS = PREFIX + "inputs"
 # from (each a hash of the resolved path), so `images prune` removes only this checkout's images on a shared engine.
 CHECKOUT = PREFIX + "checkout"
 PACKAGE = PREFIX + "package"
+# On images: the Benchmark ids an environment image holds (comma-separated, set by the image builder), a directory
+# inside an image that holds a baseline Program, and the agent CLI an agent image carries and its version.
+BENCHMARKS = PREFIX + "benchmarks"
+BASELINE = PREFIX + "baseline"
+CLI = PREFIX + "cli"
 
 
 def owner_id() -> str:
@@ -42,6 +48,11 @@ class LabelSet:
         if self.scope:
             labels[SCOPE] = self.scope
         return labels
+
+
+def session_labels(scope: str = "") -> LabelSet:
+    """Return the labels of a new sandbox session of this process (a fresh session id, this process as owner)."""
+    return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
 
 
 def selector(**labels: str) -> list[str]:

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,14 @@ class ContainerPool:
         self._reaper = threading.Thread(target=self._reap_loop, name="epg-pool-reap", daemon=True)
         self._filler.start()
         self._reaper.start()
+
+    @classmethod
+    def for_tuning(cls, tuning: SandboxTuning, *, lanes: int, start_slot: Callable[[int], Slot],
+                   destroy: Callable[[Slot], None]) -> ContainerPool:
+        """Return the started container pool of a sandbox of any backend, with every bound of tuning: its size,
+        starters, the Episodes it will serve at most and the used containers a batch keeps."""
+        return cls(lanes=lanes, size=tuning.pool_size, starters=tuning.starters, start_slot=start_slot, destroy=destroy,
+                   episodes=tuning.episodes, keep_used=tuning.keep_used)
 
     # batches -------------------------------------------------------------------
     def begin_batch(self, episodes: int) -> None:

@@ -27,26 +27,25 @@ from docker.errors import DockerException
 from epg.v1 import runner_pb2, runner_pb2_grpc
 from epg_sdk.codes import RunnerOutcome
 from epg_sdk.outcomes import ContainerExit
-from epg_sdk.runtime.episode_loop import EpisodeLimits
-from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
+from orchestrator.backends.container_spec import BindMount, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.runner_calls import (
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
+from orchestrator.kernel.program import Program
+from orchestrator.protocol.runner_messages import (
     benchmark_info,
-    episode_budget_s,
     episode_outcome,
     episode_request,
     evaluation_feedback,
     feedback_request,
     planned_episodes,
-    run_over_lanes,
     runner_outcome,
 )
-from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.outcomes import EpisodeOutcome
-from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
-from orchestrator.kernel.program import Program
 
 log = logging.getLogger(__name__)
 
@@ -62,58 +61,6 @@ RUNNER_ALIVE_CHECK_S = 0.25
 EXIT_WAIT_S = 10.0
 
 
-def default_concurrency() -> int:
-    """One lane per CPU this process may use."""
-    return max(1, len(os.sched_getaffinity(0)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SandboxLimits:
-    """Resource limits of a policy container and the deadlines of its Episode."""
-
-    memory_bytes: int = 512 * 1024 * 1024
-    cpus: float = 1.0
-    pids: int = 64
-    tmpfs_bytes: int = 64 * 1024 * 1024
-    shm_bytes: int = 16 * 1024 * 1024
-    episode: EpisodeLimits = EpisodeLimits()
-    # Pin each lane's runner and its policy containers to one CPU. A step is a
-    # ping-pong; on one CPU the kernel hands over directly instead of waking an
-    # idle CPU: about half the step latency.
-    pin_cpu: bool = True
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SandboxTuning:
-    """Throughput and isolation settings. concurrency 0 means one lane per CPU; pool_size 0 disables pre-starting.
-
-    episodes, when known (a command that runs one batch), is the most Episodes the sandbox will serve: the pool starts no
-    container beyond them (but one per further lane, when lanes take their jobs unevenly). 0: not known (a Run, whose pool the driver sizes phase by phase).
-    keep_used: used containers a batch keeps until it ends, at the most (about 18 MiB each); a longer batch removes
-    the ones beyond as it goes.
-
-    runtime is the OCI runtime of the untrusted containers (policy and agent);
-    the trusted environment runner always runs under runc.
-    """
-
-    concurrency: int = 0
-    pool_size: int = 16
-    starters: int = 2
-    runtime: ContainerRuntime = "runc"
-    episodes: int = 0
-    keep_used: int = 64
-
-    def lanes(self) -> int:
-        return self.concurrency or default_concurrency()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SandboxImages:
-    environment: str
-    policy_runtime: str
-    benchmark_entry: str
-
-
 @dataclass(slots=True, kw_only=True)
 class _Lane:
     index: int
@@ -125,7 +72,7 @@ class _Lane:
 
 
 class DockerSandbox:
-    """Implements the kernel's EpisodeSandbox with the Docker engine.
+    """Implements the kernel's PooledSandbox (an EpisodeSandbox with its container pool) with the Docker engine.
 
     Use as a context manager: entering starts the runner lanes and the
     container pool; leaving drains the pool, stops the runners and reaps every
@@ -160,7 +107,7 @@ class DockerSandbox:
             _Lane(index=i, cpu=str(cpus[i % len(cpus)]) if limits.pin_cpu else "", exchange=self._root / f"lane{i}")
             for i in range(tuning.lanes())
         ]
-        self._pool: ContainerPool | None = None
+        self._container_pool: ContainerPool | None = None
 
     @property
     def labels(self) -> LabelSet:
@@ -177,9 +124,9 @@ class DockerSandbox:
         return {name: labels[0] if labels else "" for name, labels in found.items()}
 
     @property
-    def pool(self) -> ContainerPool:
-        assert self._pool is not None, "use DockerSandbox as a context manager"
-        return self._pool
+    def container_pool(self) -> ContainerPool:
+        assert self._container_pool is not None, "use DockerSandbox as a context manager"
+        return self._container_pool
 
     # lifecycle ---------------------------------------------------------------
 
@@ -190,11 +137,8 @@ class DockerSandbox:
             os.chmod(self._programs, 0o755)
             with ThreadPoolExecutor(max_workers=len(self._lanes)) as starting:
                 list(starting.map(self._start_runner, self._lanes))
-            self._pool = ContainerPool(
-                lanes=len(self._lanes), size=self._tuning.pool_size, starters=self._tuning.starters,
-                start_slot=self._start_slot, destroy=self._destroy_slot, episodes=self._tuning.episodes,
-                keep_used=self._tuning.keep_used,
-            )
+            self._container_pool = ContainerPool.for_tuning(self._tuning, lanes=len(self._lanes), start_slot=self._start_slot,
+                                                            destroy=self._destroy_slot)
         except BaseException:
             self.close()
             raise
@@ -205,9 +149,9 @@ class DockerSandbox:
 
     def close(self) -> None:
         """Drain the pool, stop the runners, reap every container of this session, remove the work directory."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        if self._container_pool is not None:
+            self._container_pool.close()
+            self._container_pool = None
         for lane in self._lanes:
             if lane.channel is not None:
                 lane.channel.close()
@@ -299,9 +243,9 @@ class DockerSandbox:
         """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError.
 
         One batch at a time: a call made while another batch runs waits until it has ended (the pool's
-        begin_batch), so two batches never share the lanes; pool.cancel_batch() stops the running one.
+        begin_batch), so two batches never share the lanes; container_pool.cancel_batch() stops the running one.
         """
-        return run_over_lanes(self.pool, jobs, len(self._lanes), lambda lane, job: self._run_on_lane(self._lanes[lane], job),
+        return run_over_lanes(self.container_pool, jobs, len(self._lanes), lambda lane, job: self._run_on_lane(self._lanes[lane], job),
                               on_episode, "epg-lane")
 
     def run_episode(self, episode: PlannedEpisode, program: Program) -> EpisodeOutcome:
@@ -313,7 +257,7 @@ class DockerSandbox:
         return evaluation_feedback(self._call(self._lanes[0], "BuildFeedback", feedback_request(outcomes), 120), outcomes)
 
     def _run_on_lane(self, lane: _Lane, job: EpisodeJob) -> EpisodeOutcome:
-        slot = self.pool.take(lane.index)
+        slot = self.container_pool.take(lane.index)
         limits = self._limits.episode
         outcome: RunnerOutcome | None = None
         exit_status: ContainerExit | None = None
@@ -331,7 +275,7 @@ class DockerSandbox:
             still_running = exit_status is None or exit_status.exit_code is None
             if outcome is not RunnerOutcome.COMPLETED and still_running:
                 self._engine.kill(slot.container)  # a misbehaving policy may still be burning CPU
-            self.pool.discard(slot)
+            self.container_pool.discard(slot)
 
     def _exit_of(self, slot: Slot, outcome: RunnerOutcome) -> ContainerExit:
         if outcome is RunnerOutcome.POLICY_DISCONNECTED:

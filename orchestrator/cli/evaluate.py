@@ -34,9 +34,10 @@ from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import Program, ProgramError, capture_program
 
 if TYPE_CHECKING:
-    from orchestrator.compose import SandboxOptions
     from orchestrator.images.catalogue import EnvironmentPackage
     from orchestrator.kernel.evaluation import Evaluation
+    from orchestrator.kernel.outcomes import EpisodeOutcome
+    from orchestrator.sandbox_opening import SandboxOptions
 
 def evaluate(
     program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False,
@@ -73,12 +74,12 @@ def evaluate(
     # Loaded here, not with the CLI: --help would pay for the engine's client, grpc and pydantic.
     from epg_sdk.runtime.episode_loop import EpisodeLimits
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
-    from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
-    from orchestrator.compose import KubernetesOptions, SandboxOptions
+    from orchestrator.backends.settings import SandboxLimits, SandboxTuning
     from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
     from orchestrator.records.atomic import write_json
     from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
     from orchestrator.records.provenance import timing, utc_now
+    from orchestrator.sandbox_opening import KubernetesOptions, SandboxOptions
 
     json_mode(as_json)
     if split not in SPLITS:
@@ -127,8 +128,8 @@ def evaluate(
 
 def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program, split: str, seed: int, episodes: int,
          quiet: bool) -> tuple[Evaluation, dict[str, object]]:
-    from orchestrator.compose import open_sandbox, sandbox_provenance
     from orchestrator.kernel.evaluation import evaluate_program
+    from orchestrator.sandbox_opening import open_benchmark_sandbox, sandbox_provenance
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=quiet) as progress:
@@ -138,10 +139,10 @@ def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program,
             if not quiet:
                 err.print(plain(message, "dim"))
 
-        def advance(outcome) -> None:
+        def advance(outcome: EpisodeOutcome) -> None:
             progress.update(task, advance=1, description=f"Episodes ({outcome.status.value})")
 
-        with open_sandbox(options, progress=note) as sandbox:
+        with open_benchmark_sandbox(options, progress=note) as sandbox:
             progress.update(task, description="Episodes")
             evaluation = evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance)
             return evaluation, sandbox_provenance(sandbox, package)

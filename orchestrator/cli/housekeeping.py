@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -32,7 +32,7 @@ def gc(
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
     from orchestrator.backends.labels import selector
-    from orchestrator.compose import reap_orphans
+    from orchestrator.orphans import reap_orphans
 
     json_mode(as_json)
     if backend == "kubernetes":
@@ -59,7 +59,7 @@ def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) ->
     require_extra("kubernetes", "--backend kubernetes")
     from orchestrator.backends.kubernetes.cluster import Cluster  # the client's import costs a second: only when asked for
     from orchestrator.backends.kubernetes.manifests import label_selector
-    from orchestrator.compose import reap_cluster_orphans
+    from orchestrator.orphans import reap_cluster_orphans
 
     try:
         cluster = Cluster.connect(target)
@@ -88,7 +88,7 @@ def benchmarks(environments: Environments = None, as_json: Json = False) -> None
         packages = discover(environment_roots(environments))
     except CatalogueError as exc:
         fail(str(exc))
-    rows = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
+    rows: list[dict[str, Any]] = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
              "package": str(package.root), "distribution": package.distribution, "version": package.version}
             for package in packages for benchmark_id, entry in package.table.benchmarks.items()]
     if as_json:

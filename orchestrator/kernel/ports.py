@@ -1,10 +1,15 @@
-"""The narrow interface the kernel needs from a sandbox, and the values it exchanges."""
+"""The interfaces the kernel and the Host need from a sandbox of any backend, and the values they exchange.
+
+`EpisodeSandbox` is what the kernel evaluates with; `PooledSandbox` adds what the Host's commands use of an opened
+sandbox (the Run driver, `evaluate`, `env test`, replay, the pytest plugin): its container pool, the pre-started
+policy runtimes (never the Run's hidden Episode pool), and the images it runs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.kernel.jsonable import jsonable
 from orchestrator.kernel.outcomes import EpisodeOutcome
@@ -107,3 +112,52 @@ class EpisodeSandbox(Protocol):
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
         """Build the Feedback of finished Episodes, in the given order."""
+
+
+@runtime_checkable
+class ContainerPoolControl(Protocol):
+    """What the Host steers of a sandbox's container pool: the single-use policy runtimes it pre-starts.
+
+    Not the Episode pool (the hidden train EpisodeSpecs a Run's agent addresses by index).
+    """
+
+    def resize(self, size: int) -> None:
+        """Keep size containers ready between batches from now on."""
+
+    def expect(self, episodes: int) -> None:
+        """From now on start no more containers than the episodes still to come."""
+
+    def ready_count(self) -> int:
+        """The number of containers ready now."""
+
+    def cancel_batch(self) -> bool:
+        """Make the running batch start no further Episode; return whether a batch was running."""
+
+
+class SandboxImageNames(Protocol):
+    """The images a sandbox runs, as the engine or the cluster names them."""
+
+    @property
+    def environment(self) -> str: ...
+
+    @property
+    def policy_runtime(self) -> str: ...
+
+
+@runtime_checkable
+class PooledSandbox(EpisodeSandbox, Protocol):
+    """An opened sandbox of any backend, as the Host's commands use it: Episodes, and the container pool and images.
+
+    Both DockerSandbox and KubernetesSandbox implement it; `orchestrator.sandbox_opening.open_sandbox` yields one.
+    """
+
+    @property
+    def container_pool(self) -> ContainerPoolControl:
+        """The pre-started policy runtimes (only while the sandbox is open)."""
+
+    @property
+    def images(self) -> SandboxImageNames:
+        """The environment and policy-runtime images the sandbox runs."""
+
+    def image_ids(self) -> dict[str, str]:
+        """The image ids of the environment and policy-runtime images ("" where not known)."""

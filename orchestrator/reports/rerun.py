@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.sandbox import SandboxTuning
-from orchestrator.compose import SandboxOptions, open_sandbox
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.images.catalogue import discover, resolve_benchmark
 from orchestrator.records import safe_read
 from orchestrator.reports.replay import ReplayError, ReplayReport, check_target, episode_count, replay
@@ -21,6 +20,7 @@ from orchestrator.reports.run_records import load_run
 from orchestrator.run.driver import sandbox_limits
 from orchestrator.run.seed_key import reopen_seed_key
 from orchestrator.run.spec import load_spec
+from orchestrator.sandbox_opening import SandboxOptions, open_benchmark_sandbox
 
 REPLAY_POOL_SIZE = 4  # pre-started policy containers: a replay is a batch or two
 ONE_LANE_BELOW = 16  # Episodes: fewer run on one lane (one runner container to start; results do not depend on the lanes)
@@ -54,7 +54,7 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     options = SandboxOptions(benchmark=run.benchmark, limits=sandbox_limits(spec), tuning=tuning, scope=scope, base=base,
                              environments=environments, environment_image=recorded if present else "",
                              benchmark_entry=entry if present else "")
-    with open_sandbox(options, progress) as sandbox:
+    with open_benchmark_sandbox(options, progress) as sandbox:
         reports = [replay(run, target, sandbox, key) for target in targets]
         used = sandbox.images.environment
     return reports, {"environment": used, "recorded_environment": recorded or None, "same_image": used == recorded}

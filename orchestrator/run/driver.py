@@ -1,4 +1,4 @@
-"""A Run from start to end: pool, Host API, agent, Validation, Assessment; resumable after a crash.
+"""A Run from start to end: Episode pool, Host API, agent, Validation, Assessment; resumable after a crash.
 
 Phases, each recorded in events.jsonl so that `--resume` continues where a
 killed orchestrator stopped: "agent" (the agent works; Submissions), then
@@ -33,16 +33,15 @@ from typing import Any, TypeVar
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
-from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.runner_calls import episode_budget_s
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
-from orchestrator.compose import KubernetesOptions, episode_sandbox, reap_orphans
+from orchestrator.backends.labels import LabelSet, session_labels
+from orchestrator.backends.lanes import episode_budget_s
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.ports import PlannedEpisode
+from orchestrator.kernel.ports import PlannedEpisode, PooledSandbox
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.kernel.selection import CandidateResult, every_completed, fallback_candidates, select_candidate
@@ -74,6 +73,7 @@ from orchestrator.run.instructions import render_instructions
 from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
 from orchestrator.run.seed_key import open_seed_key, reopen_seed_key
 from orchestrator.run.spec import CommandAgent, RunSpec
+from orchestrator.sandbox_opening import KubernetesOptions, SandboxSetup, connect_engine, open_sandbox
 
 E = TypeVar("E", AgentPhaseEnded, ValidationDone, AssessmentDone)
 
@@ -209,10 +209,7 @@ class RunDriver:
             if caught_up:
                 self._notify(RunProgress.NOTE, {"message": f"run.json caught up with the event log: {caught_up}"})
         started = time.monotonic()
-        engine = DockerEngine.connect()
-        reaped = reap_orphans(engine)
-        if reaped.total:
-            self._notify(RunProgress.NOTE, {"message": f"reaped {reaped.total} containers left by a dead orchestrator"})
+        engine = connect_engine(lambda m: self._notify(RunProgress.NOTE, {"message": m}))
         builder = ImageBuilder(engine.client, base=options.base, environments=options.environments,
                                progress=lambda m: self._notify(RunProgress.NOTE, {"message": m}))
         package, self._benchmark_id, entry = resolve_benchmark(self._spec.benchmark, builder.packages())
@@ -222,7 +219,7 @@ class RunDriver:
         built = {r.name: r for r in builder.ensure(["policy-runtime", package.image, agent_image])}
         tags = {name: result.tag for name, result in built.items()}
         images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=options.scope)
+        labels = session_labels(options.scope)
         try:
             if not options.resume:
                 self._create(package.baseline_dir)
@@ -232,18 +229,18 @@ class RunDriver:
             records.append(Started(resume=options.resume, owner=labels.owner, session=labels.session))
             tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
                                    runtime=self._spec.sandbox.runtime)
-            with episode_sandbox(engine, images, sandbox_limits(self._spec), labels, tuning, kubernetes_options(self._spec),
-                                 lambda m: self._notify(RunProgress.NOTE, {"message": m})) as sandbox:
+            setup = SandboxSetup(labels=labels, limits=sandbox_limits(self._spec), tuning=tuning, kubernetes=kubernetes_options(self._spec))
+            with open_sandbox(engine, images, setup, lambda m: self._notify(RunProgress.NOTE, {"message": m})) as sandbox:
                 benchmark = sandbox.describe()
                 # What a reader of the records needs to compare scores: the metric and which way is better.
                 records.update_manifest(metric={"name": benchmark.primary_metric, "direction": benchmark.direction})
-                pool = self._pool(sandbox)
+                episode_pool = self._episode_pool(sandbox)
                 state = SessionState.replay(budget_of(self._spec), [event.to_json() for event in records.events()])
                 instructions = render_instructions(benchmark, state.budget,
                                                    all_completed_are_candidates=self._spec.validation.candidates == "all_completed")
                 write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
-                host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, pool=pool,
+                host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, episode_pool=episode_pool,
                                instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)
                 recovered = host.recover_in_flight()
                 if recovered:
@@ -258,7 +255,7 @@ class RunDriver:
                     self._validation_phase(sandbox, state, benchmark.direction)
                 if self._phase() is Phase.ASSESSMENT:
                     self._assessment_phase(sandbox)
-                sandbox.pool.resize(0)  # nothing follows: start no more containers before the pool closes
+                sandbox.container_pool.resize(0)  # nothing follows: start no more containers before the container pool closes
         finally:
             # A workspace mount outlives no orchestrator that exits: resume mounts it again.
             workspace_fs.release(records.workspace)
@@ -339,16 +336,17 @@ class RunDriver:
             why = "limits.agent_workspace is 0" if bound.size_bytes == 0 else "only a root Host can mount one"
             self._notify(RunProgress.NOTE, {"message": f"the workspace has no disk bound: {why}"})
 
-    def _pool(self, sandbox: DockerSandbox) -> list[PlannedEpisode]:
-        """The hidden train pool, planned once and kept in private/ (never mounted)."""
+    def _episode_pool(self, sandbox: PooledSandbox) -> list[PlannedEpisode]:
+        """The hidden Episode pool (train EpisodeSpecs), planned once and kept in private/ (never mounted)."""
         path = self._records.private / "pool.json"
-        pool = sandbox.plan("train", keyed_seed(self._seed_key.key, self._spec.seed, "train"), self._spec.budget.pool_size)
+        episode_pool = sandbox.plan("train", keyed_seed(self._seed_key.key, self._spec.seed, "train"), self._spec.budget.pool_size)
         if not path.exists():
-            write_json(path, [{"index": e.index, "payload": e.payload.decode("latin-1"), "policy_seed": e.policy_seed} for e in pool])
-        return pool
+            write_json(path, [{"index": e.index, "payload": e.payload.decode("latin-1"), "policy_seed": e.policy_seed}
+                              for e in episode_pool])
+        return episode_pool
 
     # phases ------------------------------------------------------------------------
-    def _agent_phase(self, engine: DockerEngine, host: RunHost, labels: LabelSet, image: str, sandbox: DockerSandbox,
+    def _agent_phase(self, engine: DockerEngine, host: RunHost, labels: LabelSet, image: str, sandbox: PooledSandbox,
                      lanes: int) -> TerminalReason:
         records, spec = self._records, self._spec
         events = records.events()
@@ -410,27 +408,27 @@ class RunDriver:
             return TerminalReason.RELAY_LIMIT
         return TerminalReason.AGENT_TIME_LIMIT if exit_status.timed_out else TerminalReason.EXITED_WITHOUT_FINISH
 
-    def _settle_submissions(self, host: RunHost, sandbox: DockerSandbox, lanes: int, *, patient: bool) -> None:
+    def _settle_submissions(self, host: RunHost, sandbox: PooledSandbox, lanes: int, *, patient: bool) -> None:
         """Close the agent's side: a Submission in flight completes in the time its Episodes may take, or is voided.
 
         patient False (the phase ends on an error): it is cancelled at once. Either way its last event is logged
         before this returns, and no Episode of it runs any more unless a stuck one is still ending, which the
-        pool's one-batch-at-a-time rule keeps apart from the held-out Episodes.
+        container pool's one-batch-at-a-time rule keeps apart from the held-out Episodes.
         """
         limits = sandbox_limits(self._spec).episode
         host.state.close()  # first, so that no Submission is admitted after the one counted here
         status = host.state.status()
         flying = next((s for s in status.submissions if s.id == status.in_flight), None)
         grace = settle_timeout_s(limits, len(flying.indices), lanes) if flying and patient else 0.0
-        ended = host.close(grace_s=grace, cancel=sandbox.pool.cancel_batch,
+        ended = host.close(grace_s=grace, cancel=sandbox.container_pool.cancel_batch,
                            cancel_wait_s=episode_budget_s(limits) if patient else INTERRUPTED_SETTLE_S)
         if flying is not None and ended is not None:
             self._notify(RunProgress.NOTE, {"message": f"{flying.id} was in flight when the agent phase ended: {ended}"})
 
-    def _prestart(self, sandbox: DockerSandbox, phase: Phase, candidates: int = 0) -> None:
-        """Size the pool for the Episodes that follow the start of phase, within sandbox.prestart_memory_mib.
+    def _prestart(self, sandbox: PooledSandbox, phase: Phase, candidates: int = 0) -> None:
+        """Size the container pool for the Episodes that follow the start of phase, within sandbox.prestart_memory_mib.
 
-        While the agent works its pool holds pool_size containers and, between its Submissions' batches, also
+        While the agent works the container pool holds pool_size containers and, between its Submissions' batches, also
         pre-starts the Validation and Assessment Episodes ahead (the candidates counted at their most); each phase
         then lowers the target to what still follows, and tells the pool how many Episodes that is, so that none is
         started after the last batch. A batch only ever starts what it lacks, so the agent's own Submissions come first.
@@ -446,9 +444,9 @@ class RunDriver:
             upcoming, floor = assessment, 0
         target = max(floor, min(upcoming, spec.sandbox.prestart_memory_mib // IDLE_POLICY_CONTAINER_MIB))
         if phase is not Phase.AGENT:
-            sandbox.pool.expect(upcoming)  # exactly these Episodes follow: nothing is refilled after the last
-        sandbox.pool.resize(target)
-        self._records.append(Prestart(phase=phase, target=target, ready=sandbox.pool.ready_count()))
+            sandbox.container_pool.expect(upcoming)  # exactly these Episodes follow: nothing is refilled after the last
+        sandbox.container_pool.resize(target)
+        self._records.append(Prestart(phase=phase, target=target, ready=sandbox.container_pool.ready_count()))
 
     def _record_relay(self, relay: ModelRelay) -> None:
         """Add this attempt's relay counts to run.json's totals."""
@@ -470,7 +468,7 @@ class RunDriver:
         chosen = fallback_candidates(status.submissions, state.budget.max_candidates, direction)
         return chosen, "fallback: best train scores"
 
-    def _validation_phase(self, sandbox: DockerSandbox, state: SessionState, direction: str) -> None:
+    def _validation_phase(self, sandbox: PooledSandbox, state: SessionState, direction: str) -> None:
         records, spec = self._records, self._spec
         self._notify(RunProgress.PHASE, {"phase": Phase.VALIDATION.value})
         candidates, rule = self._candidates(state, direction)
@@ -510,7 +508,7 @@ class RunDriver:
     def _stored_program(self, digest: str) -> Program:
         return capture_program(self._records.root / "programs" / digest.removeprefix("sha256:"))
 
-    def _assessment_phase(self, sandbox: DockerSandbox) -> None:
+    def _assessment_phase(self, sandbox: PooledSandbox) -> None:
         records, spec = self._records, self._spec
         self._notify(RunProgress.PHASE, {"phase": Phase.ASSESSMENT.value})
         self._prestart(sandbox, Phase.ASSESSMENT)

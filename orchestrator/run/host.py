@@ -45,7 +45,7 @@ class RunHost:
         sandbox: EpisodeSandbox,
         benchmark: BenchmarkInfo,
         state: SessionState,
-        pool: list[PlannedEpisode],
+        episode_pool: list[PlannedEpisode],
         instructions: str,
         agent: AgentIdentity | None = None,
         notify: Notify = lambda kind, fields: None,
@@ -54,7 +54,7 @@ class RunHost:
         self._sandbox = sandbox
         self._benchmark = benchmark
         self._state = state
-        self._pool = pool
+        self._episode_pool = episode_pool
         self._instructions = instructions
         self._agent = agent
         self._notify = notify
@@ -81,7 +81,7 @@ class RunHost:
         return self._state.budget.max_candidates
 
     def submit(self, selector: str) -> SubmitReceipt:
-        """Evaluate the workspace's Program on the selected pool indices. Raises RequestRejected.
+        """Evaluate the workspace's Program on the selected indices of the Episode pool. Raises RequestRejected.
 
         The Program is read as the agent (see run.workspace); every problem
         with it is INVALID_PROGRAM and spends nothing.
@@ -98,7 +98,7 @@ class RunHost:
                                                     program_digest=program.digest))
         self._notify(RunProgress.SUBMISSION_STARTED, {"id": view.id, "episodes": len(view.indices)})
         try:
-            (feedback,) = evaluate_programs(self._sandbox, [program], [self._pool[i] for i in view.indices])
+            (feedback,) = evaluate_programs(self._sandbox, [program], [self._episode_pool[i] for i in view.indices])
         except Exception as exc:  # any fault of the Host's side: refund, keep the evidence, answer with a code
             raise self._failed(view, exc) from None
         with self._settling:

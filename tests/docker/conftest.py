@@ -17,7 +17,8 @@ import pytest
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import DEFAULT_ENVIRONMENTS, resolve_benchmark
 from orchestrator.kernel.infrastructure import InfrastructureError

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.ports import EpisodeJob
 from orchestrator.kernel.program import capture_program
@@ -67,7 +67,7 @@ def test_a_cancelled_batch_starts_no_further_episode_and_the_next_batch_waits_fo
         assert "episode_ended_at" not in second, "the second batch ran while the first was under way"
 
         cancelled_at = time.monotonic()
-        assert sandbox.pool.cancel_batch()
+        assert sandbox.container_pool.cancel_batch()
         ended_at_cancel = len(ended)
         runner.join(60)
         follower.join(60)

@@ -12,11 +12,11 @@ from support.cli import invoke_cli
 
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE, SCOPE, LabelSet, owner_id, selector
-from orchestrator.compose import reap_orphans
 from orchestrator.images.builder import ImageBuilder, default_cache_dir
 from orchestrator.images.catalogue import discover
 from orchestrator.images.ownership import Ledger, path_id
 from orchestrator.kernel.program import capture_program
+from orchestrator.orphans import reap_orphans
 
 TEST_ENVIRONMENTS = Path(__file__).resolve().parents[1] / "environments"
 

@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxTuning
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 

@@ -11,7 +11,8 @@ from programs import STEADY
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.labels import LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.program import capture_program

@@ -33,10 +33,10 @@ from orchestrator.backends.kubernetes.cluster import Cluster
 from orchestrator.backends.kubernetes.digests import registry_resolver
 from orchestrator.backends.kubernetes.hardening import hardening_problems
 from orchestrator.backends.kubernetes.manifests import (
+    EPISODE_ROLE,
     SUPPORTED_VERSIONS,
     ClusterSettings,
     ClusterTarget,
-    PodImages,
     heartbeat_lease,
     label_selector,
     label_value,
@@ -44,13 +44,14 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.owners import micro_time
 from orchestrator.backends.kubernetes.relay import UNPACK
 from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox, NetworkPolicyNotEnforced
-from orchestrator.backends.labels import OWNER, SCOPE, LabelSet, owner_id, selector
-from orchestrator.backends.sandbox import SandboxTuning
-from orchestrator.compose import reap_cluster_orphans
+from orchestrator.backends.labels import OWNER, ROLE, SCOPE, SESSION, LabelSet, owner_id, selector
+from orchestrator.backends.settings import SandboxImages, SandboxTuning
 from orchestrator.images import registry as registries
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
+from orchestrator.kernel.ports import ContainerPoolControl, PooledSandbox
 from orchestrator.kernel.program import capture_program
+from orchestrator.orphans import reap_cluster_orphans
 from orchestrator.run import workspace_fs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ def k8s_sandbox(fake_cluster, images, builder, scope):
     def factory(tuning: SandboxTuning = SandboxTuning(concurrency=2, pool_size=2)) -> Iterator[KubernetesSandbox]:
         package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
         cluster = Cluster.connect(ClusterTarget(kubeconfig=str(kubeconfig), namespace=NAMESPACE))
-        pod_images = PodImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
+        pod_images = SandboxImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
         labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
         with KubernetesSandbox(cluster, pod_images, labels=labels, tuning=tuning, settings=ClusterSettings(namespace=NAMESPACE)) as sandbox:
             yield sandbox
@@ -144,12 +145,14 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     programs = [capture_program(write_program(source)) for source in (CRASHING, EXITING)]
     first = len(api.store.events)
     with k8s_sandbox() as sandbox:
+        assert isinstance(sandbox, PooledSandbox) and isinstance(sandbox.container_pool, ContainerPoolControl)
         on_cluster = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
         (probe,) = evaluate_program(sandbox, capture_program(write_program(PROBING)), split="train", seed=7, episodes=1).feedback.episodes
         session = sandbox.labels.session
         live = {(o["kind"], o["metadata"]["name"]) for o in api.store.all_objects() if session in o["metadata"]["name"]}
         assert ("NetworkPolicy", f"epg-deny-{session}") in live and ("Pod", f"epg-ctl-{session}") in live
     with open_sandbox(tuning=SandboxTuning(concurrency=1, pool_size=2)) as sandbox:  # another concurrency, the same results
+        assert isinstance(sandbox, PooledSandbox) and isinstance(sandbox.container_pool, ContainerPoolControl)
         on_docker = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
     for cluster_run, docker_run in zip(on_cluster, on_docker, strict=True):
         assert _outcomes(cluster_run.feedback) == _outcomes(docker_run.feedback)
@@ -177,6 +180,23 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
         if obj["kind"] == "Pod":
             assert hardening_problems(obj) == []
     assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get("org.evopolicygym.session") == session] == []
+
+
+def test_a_cluster_sandbox_told_its_episodes_starts_no_episode_pod_beyond_them(k8s_sandbox, write_program, fake_cluster):
+    # The Docker sandbox's bound (SandboxTuning.episodes): a command of one batch pays for no Pod it will not use.
+    api, _ = fake_cluster
+    first = len(api.store.events)
+    program = capture_program(write_program(CRASHING))
+    with k8s_sandbox(SandboxTuning(concurrency=1, pool_size=3, episodes=1)) as sandbox:
+        assert sandbox.container_pool.wait_until_full(120)
+        time.sleep(3)  # a pool that ignored the bound would be starting its further Pods by now
+        (outcome,) = evaluate_program(sandbox, program, split="train", seed=7, episodes=1).feedback.episodes
+        session = sandbox.labels.session
+    assert outcome.failure is not None and outcome.failure.value == "exception"
+    episode_pods = [obj["metadata"]["name"] for _, kind, kind_type, obj in api.store.events[first:]
+                    if kind_type == "ADDED" and obj["kind"] == "Pod" and obj["metadata"]["labels"].get(ROLE) == EPISODE_ROLE
+                    and obj["metadata"]["labels"].get(SESSION) == session]
+    assert len(episode_pods) == 1, episode_pods
 
 
 def _spec(path: Path, backend: str, kubeconfig: Path | None = None) -> Path:
@@ -379,7 +399,7 @@ def test_pods_name_registry_images_by_the_digest_the_registry_resolved(fake_clus
     expected = {name: registry_resolver()(f"{loopback_registry}/{tag}") for name, tag in local.items()}
     assert all(reference.startswith(f"{loopback_registry}/epg/") and "@sha256:" in reference for reference in expected.values())
     cluster = Cluster.connect(ClusterTarget(kubeconfig=str(kubeconfig), namespace=NAMESPACE))
-    pod_images = PodImages(environment=f"{loopback_registry}/{local['environment']}",
+    pod_images = SandboxImages(environment=f"{loopback_registry}/{local['environment']}",
                            policy_runtime=f"{loopback_registry}/{local['policy_runtime']}", benchmark_entry=entry)
     first = len(api.store.events)
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)

@@ -16,10 +16,10 @@ import pytest
 from programs import STEADY
 
 from orchestrator.backends.kubernetes.cluster import Cluster
-from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, PodImages, image_reference, label_selector
+from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, image_reference, label_selector
 from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.backends.settings import SandboxImages, SandboxTuning
 from orchestrator.images.catalogue import resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.program import capture_program
@@ -43,7 +43,7 @@ def test_a_real_cluster_runs_episodes_as_the_docker_sandbox_does_and_keeps_nothi
     registry = os.environ.get("EPG_K8S_REGISTRY", "")
     cluster = Cluster.connect(ClusterTarget(context=os.environ.get("EPG_K8S_CONTEXT", ""), namespace=namespace))
     package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
-    pod_images = PodImages(environment=image_reference(registry, images[package.image]),
+    pod_images = SandboxImages(environment=image_reference(registry, images[package.image]),
                            policy_runtime=image_reference(registry, images["policy-runtime"]), benchmark_entry=entry)
     labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
     programs = [capture_program(write_program(source)) for source in (STEADY, CRASHING)]

@@ -101,7 +101,7 @@ def facts(request, engine, open_sandbox, write_program, tmp_path, host_listener,
     monkeypatch.setenv("EPG_TEST_SECRET", "must-not-leak")
     program = write_program(PROBE, **{"probe.json": json.dumps({"port": port, "host_path": str(secret)})})
     with open_sandbox(runtime=request.param) as sandbox:
-        assert sandbox.pool.wait_until_full(60)
+        assert sandbox.container_pool.wait_until_full(60)
         pooled = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
         # State.Pid is the container's init under runc and gVisor's sandbox process under runsc.
         host_side = {

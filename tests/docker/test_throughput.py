@@ -8,7 +8,7 @@ import time
 from programs import STEADY
 
 from orchestrator.backends.labels import selector
-from orchestrator.backends.sandbox import SandboxTuning
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.kernel.evaluation import evaluate_program, evaluate_programs
 from orchestrator.kernel.program import capture_program
 
@@ -57,7 +57,7 @@ def test_concurrency_does_not_change_results(open_sandbox, write_program):
 def test_no_pooled_container_serves_two_episodes(open_sandbox, write_program, engine):
     program = capture_program(write_program(MARKER))
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=6)) as sandbox:
-        assert sandbox.pool.wait_until_full(120)
+        assert sandbox.container_pool.wait_until_full(120)
         pooled = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
         assert len(pooled) >= 6  # started before any Episode asked for them
         first = evaluate_program(sandbox, program, split="train", seed=0, episodes=6)
@@ -82,7 +82,7 @@ def test_candidates_are_evaluated_concurrently_on_the_same_episodes(open_sandbox
 
 def test_pool_is_drained_when_the_sandbox_closes(open_sandbox, engine):
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=4)) as sandbox:
-        assert sandbox.pool.wait_until_full(120)
+        assert sandbox.container_pool.wait_until_full(120)
         session = sandbox.labels.session
     assert engine.client.containers.list(all=True, filters={"label": selector(session=session)}) == []
 
@@ -95,8 +95,8 @@ def test_a_known_episode_count_bounds_the_pool(open_sandbox, write_program, engi
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=8, episodes=3)) as sandbox:
         evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=3)
         # Nothing more is to come: the pool counts itself full with what it has (an unbounded one would want 8 ready).
-        assert sandbox.pool.wait_until_full(0)
-        assert sandbox.pool.ready_count() <= 1
+        assert sandbox.container_pool.wait_until_full(0)
+        assert sandbox.container_pool.ready_count() <= 1
         session = sandbox.labels.session
     assert [o.steps for o in evaluation.feedback.episodes] == [500] * 3
     filters = {"type": "container", "event": "create", "label": selector(session=session, role="policy")}

@@ -9,7 +9,8 @@ from typing import Callable, Iterator
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, owner_id
-from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.sandbox import DockerSandbox
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import load_package, resolve_benchmark
 

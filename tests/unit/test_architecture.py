@@ -313,7 +313,7 @@ def test_the_walk_covers_every_layer():
     paths = set(all_modules())
     for expected in (
         "orchestrator/kernel/program.py",
-        "orchestrator/protocol/records.py",
+        "orchestrator/protocol/runner_messages.py",
         "sdk/epg_sdk/protocol/values.py",
         "sdk/epg_sdk/runtime/policy_runtime.py",
         "sdk/epg_sdk/planning.py",
@@ -345,7 +345,7 @@ def test_the_kernel_row_refuses_a_forbidden_import_found_in_a_function():
     kernel = row_of("orchestrator.kernel.example")
     names = _imports_of("def f():\n    import numpy\n", "orchestrator.kernel.example", is_package=False)
     assert [name for name in names if not kernel.permits(name)] == ["numpy"]
-    assert not kernel.permits("epg_sdk.protocol.values") and not kernel.permits("orchestrator.protocol.records")
+    assert not kernel.permits("epg_sdk.protocol.values") and not kernel.permits("orchestrator.protocol.runner_messages")
     assert all(kernel.permits(name) for name in (
         "epg_sdk.codes", "epg_sdk.outcomes", "orchestrator", "orchestrator.kernel.infrastructure", "hashlib", "os.path"))
 
@@ -364,6 +364,138 @@ def test_kernel_imports_pull_in_no_heavy_or_framework_modules():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
+
+
+KUBERNETES_BACKEND = sorted(path for path in all_modules() if path.startswith("orchestrator/backends/kubernetes/"))
+
+
+@pytest.mark.parametrize("path", KUBERNETES_BACKEND)
+def test_the_kubernetes_backend_loads_no_docker_client_through_what_it_imports(path):
+    # The direct rule above sees only a module's own imports; this follows every first-party import to its end.
+    reached = first_party_closure(module_name(REPO_ROOT / path))
+    assert {file: sorted(name for name in imported_modules(REPO_ROOT / file) if under(name, "docker"))
+            for file in sorted(reached) if any(under(name, "docker") for name in imported_modules(REPO_ROOT / file))} == {}
+
+
+def test_the_closure_walk_finds_docker_behind_a_first_party_import():
+    # A module of the Docker backend reaches docker-py through engine.py: the walk above must see such a path.
+    reached = first_party_closure("orchestrator.backends.sandbox")
+    assert "orchestrator/backends/engine.py" in reached
+    assert any(under(name, "docker") for name in imported_modules(REPO_ROOT / "orchestrator/backends/engine.py"))
+
+
+def test_importing_the_kubernetes_sandbox_does_not_load_docker():
+    code = (
+        "import json, sys\n"
+        "import orchestrator.backends.kubernetes.sandbox\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'docker' or m.startswith('docker.'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+# Calls that create a container: docker-py's high-level create and run, its low-level create_container, and a
+# testcontainers container (created when it starts).
+CONTAINER_CREATION = ("containers.create", "containers.run", "create_container", "DockerContainer")
+# Who may create containers besides backends/engine.py (DockerEngine._create), and why.
+CREATES_CONTAINERS = {
+    "orchestrator/backends/engine.py": "the one place: DockerEngine.start and copy_from_image go through DockerEngine._create",
+    "orchestrator/pytest_plugin.py": "an author's tests run an image's checks in a testcontainers container (the design card's choice)",
+    # Owned by the image builder's maintainers: to go through DockerEngine.copy_from_image, then leave this list.
+    "orchestrator/images/debian.py": "installed_in_image reads /var/lib/dpkg/status from a created, never started container",
+}
+
+
+def _attribute_path(node: ast.AST) -> str:
+    """The dotted path of a call's function as written: `self.client.containers.create` -> that string."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def calls_in(source: str, endings: tuple[str, ...]) -> list[str]:
+    """The calls in source whose function, as written, ends with one of endings (a dotted suffix or a bare name)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            path = _attribute_path(node.func)
+            if any(path == ending or path.endswith("." + ending) for ending in endings):
+                found.append(f"{path}:{node.lineno}")
+    return found
+
+
+def test_the_call_finder_sees_each_way_of_creating_a_container():
+    source = ("def f(client, engine, api):\n"
+              "    client.containers.create('img')\n"
+              "    engine.client.containers.run('img', detach=True)\n"
+              "    api.create_container('img')\n"
+              "    DockerContainer('img').start()\n"
+              "    engine.start(spec)\n"
+              "    client.containers.list()\n")
+    assert [call.split(":")[0] for call in calls_in(source, CONTAINER_CREATION)] == [
+        "client.containers.create", "engine.client.containers.run", "api.create_container", "DockerContainer"]
+
+
+def test_only_the_engine_creates_containers():
+    creating = {path: calls for path in all_modules() if path.startswith("orchestrator/")
+                and (calls := calls_in((REPO_ROOT / path).read_text(), CONTAINER_CREATION))}
+    assert "orchestrator/backends/engine.py" in creating
+    assert len(creating["orchestrator/backends/engine.py"]) == 1, creating["orchestrator/backends/engine.py"]
+    assert {path: calls for path, calls in creating.items() if path not in CREATES_CONTAINERS} == {}
+
+
+# Who may construct a sandbox besides sandbox_opening.open_sandbox, and why.
+OPENS_SANDBOXES = {
+    # Owned by the plugin's maintainers: to call sandbox_opening.open_sandbox, then leave this list.
+    "orchestrator/pytest_plugin.py": "the baseline of an author's image through the Docker sandbox",
+}
+
+
+def test_only_sandbox_opening_constructs_a_sandbox():
+    constructing = {path: calls for path in all_modules() if path.startswith("orchestrator/")
+                    and (calls := calls_in((REPO_ROOT / path).read_text(), ("DockerSandbox", "KubernetesSandbox")))}
+    assert sorted(calls.split(":")[0] for calls in constructing.pop("orchestrator/sandbox_opening.py")) == ["DockerSandbox",
+                                                                                                           "KubernetesSandbox"]
+    assert {path: calls for path, calls in constructing.items() if path not in OPENS_SANDBOXES} == {}
+
+
+# Where a label name may be written out besides backends/labels.py, and why.
+WRITES_LABEL_NAMES = {
+    # Owned by others: to use backends.labels' names (BENCHMARKS, CLI), then leave this list.
+    "orchestrator/images/recipes.py": "the cli and benchmarks labels of the images it describes",
+    "orchestrator/images/builder.py": "reads the cli label of a recipe",
+    "orchestrator/pytest_plugin.py": "reads the benchmarks label of an image",
+}
+
+
+def label_names_in(source: str) -> list[str]:
+    """The strings of source's code (docstrings left out: they may name a label) that write out a label name."""
+    tree = ast.parse(source)
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings and "org.evopolicygym." in node.value]
+
+
+def test_the_label_name_finder_sees_code_not_docstrings():
+    source = ('"""Reads the `org.evopolicygym.benchmarks` label."""\n'
+              'NAME = "org.evopolicygym.benchmarks"\n'
+              'def f(session):\n'
+              '    """Filters on org.evopolicygym.session."""\n'
+              '    return [f"org.evopolicygym.session={session}"]\n')
+    assert label_names_in(source) == ["org.evopolicygym.benchmarks", "org.evopolicygym.session="]
+
+
+def test_label_names_are_written_out_in_the_labels_module_alone():
+    paths = sorted({path for path in all_modules() if path.startswith("orchestrator/")}
+                   | {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "bench").glob("*.py")})
+    writing = {path: names for path in paths if path != "orchestrator/backends/labels.py"
+               and (names := label_names_in((REPO_ROOT / path).read_text()))}
+    assert {path: names for path, names in writing.items() if path not in WRITES_LABEL_NAMES} == {}
 
 
 @pytest.mark.parametrize("path", sorted(set(POLICY_FILES)))

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Third-party packages and our modules that no help may load (a name covers its submodules).
 HEAVY = ("docker", "grpc", "google.protobuf", "kubernetes", "matplotlib", "numpy", "httpx", "yaml", "gymnasium")
-OURS = ("orchestrator.backends", "orchestrator.run", "orchestrator.images", "orchestrator.compose", "orchestrator.envcheck",
+OURS = ("orchestrator.backends", "orchestrator.run", "orchestrator.images", "orchestrator.sandbox_opening", "orchestrator.orphans", "orchestrator.envcheck",
         "orchestrator.suite", "orchestrator.reports", "orchestrator.relay", "orchestrator.hostapi", "orchestrator.scaffold")
 
 # Runs each command line of argv[2] (JSON) in turn, its help captured, and prints what each loaded of argv[1].

@@ -162,3 +162,18 @@ def test_a_cancelled_batch_takes_no_further_container_and_the_next_batch_is_not_
         _one_batch(pool, 2)  # the next batch takes its containers as usual
     finally:
         pool.close()
+
+
+def test_a_pool_built_for_a_tuning_keeps_its_bound_on_the_episodes_and_the_used_containers() -> None:
+    from orchestrator.backends.settings import SandboxTuning
+
+    recorder = Recorder(removal_s=0.0)
+    pool = ContainerPool.for_tuning(SandboxTuning(concurrency=1, pool_size=6, starters=2, episodes=2, keep_used=3), lanes=1,
+                                    start_slot=recorder.start_slot, destroy=recorder.destroy)
+    try:
+        assert pool.wait_until_full(10)
+        time.sleep(0.3)  # a pool without the bound would go on to six
+        assert recorder.started == 2 and pool.ready_count() == 2 and pool.size == 6
+        assert pool._keep_used == 3
+    finally:
+        pool.close()

@@ -9,7 +9,7 @@ from epg_sdk.codes import EpisodeStatus
 from epg_sdk.protocol import values
 from epg_sdk.runtime.episode_loop import EPISODE_ARTIFACTS_LIMIT_BYTES, _attach_summary, feedback_records
 from orchestrator.kernel.outcomes import EpisodeOutcome
-from orchestrator.protocol.records import outcome_to_proto_record
+from orchestrator.protocol.runner_messages import outcome_to_proto_record
 
 
 class Finished:

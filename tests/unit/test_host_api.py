@@ -255,7 +255,7 @@ def serve_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
             sandbox=sandbox,
             benchmark=sandbox.describe(),
             state=SessionState(b),
-            pool=sandbox.plan("train", 11, b.pool_size),
+            episode_pool=sandbox.plan("train", 11, b.pool_size),
             instructions=INSTRUCTIONS,
             notify=notify,
         )
@@ -792,7 +792,7 @@ def host_in(directory: Path) -> RunHost:
     records = RunDirectory(directory)
     records.create("benchmark: fake/balance-v0\n")
     return RunHost(records=records, sandbox=sandbox, benchmark=BENCHMARK, state=SessionState(budget()),
-                   pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
+                   episode_pool=sandbox.plan("train", 11, POOL_SIZE), instructions=INSTRUCTIONS)
 
 
 def test_only_the_agents_uid_and_root_can_connect_to_the_host_api_socket(open_directory: Path):
@@ -1140,7 +1140,7 @@ def test_the_api_is_served_at_a_socket_path_longer_than_a_unix_socket_address_al
     records = RunDirectory(tmp_path / "run")
     records.create("benchmark: fake/balance-v0\n")
     host = RunHost(records=records, sandbox=sandbox, benchmark=sandbox.describe(), state=SessionState(b),
-                   pool=sandbox.plan("train", 11, b.pool_size), instructions=INSTRUCTIONS, notify=lambda kind, fields: None)
+                   episode_pool=sandbox.plan("train", 11, b.pool_size), instructions=INSTRUCTIONS, notify=lambda kind, fields: None)
     server = serve(host, TOKEN, socket_path)
     directory = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
     client = SessionClient(socket_path=f"/proc/self/fd/{directory}/api.sock", token=TOKEN, timeout_s=CALL_TIMEOUT_S)

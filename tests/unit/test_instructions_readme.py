@@ -10,10 +10,10 @@ import pytest
 
 from epg_sdk.readme import AGENT_BEGIN, AGENT_END, ReadmeMarkerError, agent_section, package_readme
 from epg_sdk.runtime.runner import describe
-from orchestrator.backends.runner_calls import benchmark_info
 from orchestrator.images.catalogue import load_package
 from orchestrator.kernel.ports import BenchmarkInfo
 from orchestrator.kernel.session import Budget
+from orchestrator.protocol.runner_messages import benchmark_info
 from orchestrator.run.instructions import render_instructions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,6 @@ from orchestrator.backends.kubernetes.hardening import hardening_problems
 from orchestrator.backends.kubernetes.manifests import (
     SUPPORTED_VERSIONS,
     ClusterSettings,
-    PodImages,
     PolicyResources,
     control_pod,
     deny_all_network_policy,
@@ -22,10 +21,11 @@ from orchestrator.backends.kubernetes.manifests import (
     label_value,
 )
 from orchestrator.backends.labels import MANAGED, OWNER, LabelSet
+from orchestrator.backends.settings import SandboxImages
 from orchestrator.images.registry import remote_reference
 
 LABELS = LabelSet(session="a1b2c3d4e5f6", owner="workstation.example:4242", scope="test-x").for_role("episode")
-IMAGES = PodImages(environment="registry.example:5000/epg/env-cartpole:abc", policy_runtime="registry.example:5000/epg/policy-runtime:def",
+IMAGES = SandboxImages(environment="registry.example:5000/epg/env-cartpole:abc", policy_runtime="registry.example:5000/epg/policy-runtime:def",
                    benchmark_entry="epg_cartpole.benchmark:CartPole")
 SETTINGS = ClusterSettings(namespace="epg", runtime_class_name="gvisor")
 

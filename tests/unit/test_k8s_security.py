@@ -17,17 +17,17 @@ from orchestrator.backends.kubernetes.manifests import (
     OUTPUT_MOUNT,
     RUNNER_OUTPUT_MOUNT,
     ClusterSettings,
-    PodImages,
     PolicyResources,
     episode_pod,
     probe_pod,
 )
 from orchestrator.backends.kubernetes.owners import process_owner, stale_owners
 from orchestrator.backends.labels import LabelSet
+from orchestrator.backends.settings import SandboxImages
 from orchestrator.kernel.infrastructure import InfrastructureError
 
 LABELS = LabelSet(session="a1b2c3d4e5f6", owner="h_1_abc", scope="test-x").for_role("episode")
-IMAGES = PodImages(environment="epg/env-cartpole:abc", policy_runtime="epg/policy-runtime:def", benchmark_entry="m:B")
+IMAGES = SandboxImages(environment="epg/env-cartpole:abc", policy_runtime="epg/policy-runtime:def", benchmark_entry="m:B")
 POLICY_VOLUMES = ("policy-tmp", "shm", "output")
 NOW = datetime(2026, 12, 2, 3, 0, tzinfo=timezone.utc)
 
@@ -152,7 +152,7 @@ def registry():
 
 
 def test_registry_references_are_pinned_to_the_digest_the_registry_names_and_pods_carry_it(registry):
-    images = PodImages(environment=f"{registry}/epg/env-cartpole:good", policy_runtime=f"{registry}/epg/policy-runtime:good",
+    images = SandboxImages(environment=f"{registry}/epg/env-cartpole:good", policy_runtime=f"{registry}/epg/policy-runtime:good",
                        benchmark_entry="m:B")
     pinned = pin_images(images, registry_resolver())
     assert pinned.environment == f"{registry}/epg/env-cartpole@{DIGEST}"

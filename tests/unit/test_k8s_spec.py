@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
-from orchestrator.compose import KubernetesOptions
 from orchestrator.run.driver import kubernetes_options
 from orchestrator.run.spec import RunSpec, SpecError, load_spec
+from orchestrator.sandbox_opening import KubernetesOptions
 
 BASE = {"benchmark": "CartPole-v1", "agent": {"kind": "hill-climb"}}
 

@@ -1,5 +1,6 @@
 """The environment runner's answers as the Host reads them: a non-finite score, return or failure_return is the
-environment's fault (an infrastructure error), never a number the Host records, ranks or charges to the policy."""
+environment's fault (an infrastructure error), never a number the Host records, ranks or charges to the policy.
+And a batch spread over lanes: one outcome per job, in job order, or an error, never a shorter list."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import math
 import pytest
 
 from epg.v1 import runner_pb2
-from epg_sdk.codes import RunnerOutcome
+from epg_sdk.codes import EpisodeStatus, RunnerOutcome
 from epg_sdk.protocol import values
-from orchestrator.backends.runner_calls import benchmark_info, evaluation_feedback, runner_outcome
+from orchestrator.backends.lanes import run_over_lanes
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import EpisodeJob, PlannedEpisode
+from orchestrator.kernel.program import Program, ProgramFile, program_digest
+from orchestrator.protocol.runner_messages import benchmark_info, evaluation_feedback, runner_outcome
 
 NON_FINITE = [math.nan, math.inf, -math.inf]
 JOB = EpisodeJob(episode=PlannedEpisode(split="train", index=7, payload=b"{}", policy_seed=1), program=None)
@@ -69,3 +73,60 @@ def test_a_non_finite_failure_return_in_the_description_is_an_environment_error(
         benchmark_info(description(failure_return))
     assert raised.value.code is InfraErrorCode.ENVIRONMENT_ERROR and "failure_return" in raised.value.message
     assert benchmark_info(description(-500.0)).failure_return == -500.0
+
+
+class _Batches:
+    """The part of a container pool run_over_lanes drives: it counts the batches begun and ended."""
+
+    def __init__(self) -> None:
+        self.begun: list[int] = []
+        self.ended = 0
+
+    def begin_batch(self, episodes: int) -> None:
+        self.begun.append(episodes)
+
+    def end_batch(self) -> None:
+        self.ended += 1
+
+
+def _jobs(count: int) -> list[EpisodeJob]:
+    files = (ProgramFile(path="policy.py", data=b"def make_policy(context):\n    return None\n"),)
+    program = Program(digest=program_digest(files), files=files)
+    return [EpisodeJob(episode=PlannedEpisode(split="train", index=i, payload=b"", policy_seed=i), program=program) for i in range(count)]
+
+
+def _completed(lane: int, job: EpisodeJob) -> EpisodeOutcome:
+    return EpisodeOutcome(index=job.episode.index, split="train", status=EpisodeStatus.COMPLETED, failure=None, reason="", steps=1,
+                          reward=1.0, terminated=True, truncated=False, policy_seconds=0.0, environment_seconds=0.0)
+
+
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_every_job_gets_its_outcome_in_job_order_whatever_the_lanes(lanes):
+    pool = _Batches()
+    outcomes = run_over_lanes(pool, _jobs(5), lanes, _completed, None, "test-lane")
+    assert [o.index for o in outcomes] == [0, 1, 2, 3, 4]
+    assert pool.begun == [5] and pool.ended == 1
+
+
+def test_an_episode_callback_that_fails_is_raised_not_a_shorter_list_of_outcomes():
+    seen: list[int] = []
+
+    def on_episode(outcome: EpisodeOutcome) -> None:
+        seen.append(outcome.index)
+        if outcome.index == 1:
+            raise OSError("the progress display went away")
+
+    pool = _Batches()
+    with pytest.raises(OSError, match="the progress display went away"):
+        run_over_lanes(pool, _jobs(4), 1, _completed, on_episode, "test-lane")
+    assert seen == [0, 1] and pool.ended == 1
+
+
+def test_a_job_that_ends_without_an_outcome_is_an_infrastructure_error_not_a_shorter_list():
+    def loses_the_third(lane: int, job: EpisodeJob) -> EpisodeOutcome:
+        return None if job.episode.index == 2 else _completed(lane, job)  # type: ignore[return-value]  # a backend's bug
+
+    with pytest.raises(InfrastructureError) as raised:
+        run_over_lanes(_Batches(), _jobs(4), 2, loses_the_third, None, "test-lane")
+    assert raised.value.code is InfraErrorCode.RUNNER_FAILED
+    assert "1 of 4 Episodes ended without an outcome (indices [2])" in raised.value.message

@@ -64,7 +64,7 @@ def _host(tmp_path: Path, failing: str, sandbox: _Sandbox | None = None) -> tupl
     (records.workspace / "program" / "policy.py").write_text(POLICY)
     budget = Budget(episodes=10, max_submissions=3, pool_size=8, max_episodes_per_submission=None, max_candidates=2)
     pool = [PlannedEpisode(split="train", index=i, payload=b"%d" % i, policy_seed=i) for i in range(8)]
-    host = RunHost(records=records, sandbox=sandbox or _Sandbox(), benchmark=BENCHMARK, state=SessionState(budget), pool=pool, instructions="")
+    host = RunHost(records=records, sandbox=sandbox or _Sandbox(), benchmark=BENCHMARK, state=SessionState(budget), episode_pool=pool, instructions="")
     return host, records, budget
 
 
@@ -84,7 +84,7 @@ def test_a_submission_charged_before_its_completion_failed_to_log_is_never_repor
     assert (records.workspace / host.feedback_path("s0001")).is_file()
     # The records say the same: a resume completes it from its record, charging what the agent was told.
     resumed = RunHost(records=RunDirectory(records.root), sandbox=_Sandbox(), benchmark=BENCHMARK,
-                      state=SessionState.replay(budget, records.events()), pool=[], instructions="")
+                      state=SessionState.replay(budget, records.events()), episode_pool=[], instructions="")
     assert resumed.recover_in_flight() == "s0001 completed from its record"
     assert (resumed.status().episodes_used, resumed.status().submissions[0].state) == (3, SubmissionState.COMPLETED)
 

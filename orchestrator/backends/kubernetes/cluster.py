@@ -84,12 +84,14 @@ class Cluster:
         if (manifest["metadata"].get("labels") or {}).get(MANAGED) != "true":
             raise ValueError("every object the orchestrator creates must carry its labels")
         try:
+            # The client sends a plain dict as it is (its models are one way to build a body, not the only one).
             if manifest["kind"] == "Pod":
-                self.core.create_namespaced_pod(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
+                self.core.create_namespaced_pod(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)  # type: ignore[arg-type]
             elif manifest["kind"] == "NetworkPolicy":
-                self.networking.create_namespaced_network_policy(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
+                self.networking.create_namespaced_network_policy(self.namespace, manifest,  # type: ignore[arg-type]
+                                                                 _request_timeout=API_TIMEOUT_S)
             elif manifest["kind"] == "Lease":
-                self.coordination.create_namespaced_lease(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)
+                self.coordination.create_namespaced_lease(self.namespace, manifest, _request_timeout=API_TIMEOUT_S)  # type: ignore[arg-type]
             else:
                 raise ValueError(f"the backend creates no {manifest['kind']}")
         except ApiException as exc:
@@ -143,8 +145,8 @@ class Cluster:
         while True:
             pod = self.pod(name)
             state = None
-            for status in (pod.status.container_statuses or []) if pod else []:
-                if status.name == container:
+            for status in (pod.status.container_statuses or []) if pod and pod.status else []:
+                if status.name == container and status.state is not None:
                     state = status.state.terminated
             if state is not None:
                 return ContainerExit(exit_code=state.exit_code, oom_killed=state.reason == "OOMKilled")
@@ -162,7 +164,7 @@ class Cluster:
             if pod is None:
                 return None
             status = pod.status
-            if status.phase in ("Failed", "Succeeded") or status.reason:
+            if status is not None and (status.phase in ("Failed", "Succeeded") or status.reason):
                 return policy_eviction(status.reason or "", status.message or "", container, volumes)
             if time.monotonic() > deadline:
                 return None
@@ -176,7 +178,7 @@ class Cluster:
             if exit_status.exit_code is not None:
                 return exit_status.exit_code
             pod = self.pod(name)
-            if pod is None or pod.status.phase in ("Failed", "Succeeded"):
+            if pod is None or (pod.status is not None and pod.status.phase in ("Failed", "Succeeded")):
                 return None
         return None
 
@@ -247,10 +249,11 @@ class Cluster:
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _api_error("cannot list the labelled objects", exc) from exc
         for pod in pods:
-            if self.delete_pod(pod.metadata.name):
+            name = pod.metadata.name if pod.metadata and pod.metadata.name else ""
+            if name and self.delete_pod(name):
                 report.pods += 1
             else:
-                report.errors.append(f"pod {pod.metadata.name}")
+                report.errors.append(f"pod {name}")
         report.network_policies = self._delete_each("networkpolicy", policies, self.networking.delete_namespaced_network_policy,
                                                     report.errors)
         if report.errors:
@@ -279,7 +282,8 @@ class Cluster:
                                                                       _request_timeout=API_TIMEOUT_S).items
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _api_error("cannot list the labelled objects", exc) from exc
-        return {(item.metadata.labels or {}).get(key, "") for item in [*pods, *policies, *self.leases(selector)]}
+        objects: list[Any] = [*pods, *policies, *self.leases(selector)]  # each has metadata, none shares a base class
+        return {(item.metadata.labels or {}).get(key, "") for item in objects}
 
     # streams -------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 import urllib3
 
-from orchestrator.backends.kubernetes.manifests import PodImages
+from orchestrator.backends.settings import SandboxImages
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 Resolve = Callable[[str], str]
@@ -61,14 +61,14 @@ def split_reference(reference: str) -> tuple[str, str, str]:
     return host, path, tag
 
 
-def pin_images(images: PodImages, resolve: Resolve) -> PodImages:
+def pin_images(images: SandboxImages, resolve: Resolve) -> SandboxImages:
     """images with every registry reference replaced by resolve(reference) (HOST/PATH@sha256:...)."""
 
     def pin(reference: str) -> str:
         return reference if is_pinned(reference) or not has_registry(reference) else resolve(reference)
 
-    return PodImages(environment=pin(images.environment), policy_runtime=pin(images.policy_runtime),
-                     benchmark_entry=images.benchmark_entry)
+    return SandboxImages(environment=pin(images.environment), policy_runtime=pin(images.policy_runtime),
+                         benchmark_entry=images.benchmark_entry)
 
 
 def _docker_auth(host: str) -> str | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.backends.labels import MANAGED, SESSION, selector
+from orchestrator.backends.settings import SandboxImages
 
 # The versions whose schemas the manifests are validated against (tests/unit/test_k8s_manifests.py).
 SUPPORTED_VERSIONS: tuple[str, ...] = ("1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0", "1.35.0", "1.36.0", "1.37.0")
@@ -77,15 +78,6 @@ class ClusterTarget:
     kubeconfig: str | None = None
     context: str = ""
     namespace: str = "default"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PodImages:
-    """Full image references (registry prefix applied) and the Benchmark's factory inside the environment image."""
-
-    environment: str
-    policy_runtime: str
-    benchmark_entry: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +146,7 @@ def _memory_dir(name: str, size_bytes: int) -> dict[str, Any]:
     return {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": _quantity(size_bytes)}}
 
 
-def _runner_container(images: PodImages, settings: ClusterSettings, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _runner_container(images: SandboxImages, settings: ClusterSettings, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "name": RUNNER_CONTAINER,
         "image": images.environment,
@@ -198,7 +190,7 @@ def _pod(name: str, labels: dict[str, str], settings: ClusterSettings, container
     }
 
 
-def episode_pod(*, name: str, labels: dict[str, str], images: PodImages, policy: PolicyResources,
+def episode_pod(*, name: str, labels: dict[str, str], images: SandboxImages, policy: PolicyResources,
                 settings: ClusterSettings) -> dict[str, Any]:
     """The Pod of one Episode: runner and policy containers sharing the io and program emptyDirs."""
     runner = _runner_container(images, settings, [
@@ -240,13 +232,13 @@ def episode_pod(*, name: str, labels: dict[str, str], images: PodImages, policy:
     return _pod(name, labels, settings, [runner, policy_container], volumes)
 
 
-def control_pod(*, name: str, labels: dict[str, str], images: PodImages, settings: ClusterSettings) -> dict[str, Any]:
+def control_pod(*, name: str, labels: dict[str, str], images: SandboxImages, settings: ClusterSettings) -> dict[str, Any]:
     """The session's control Pod: a runner alone, for Describe, Plan and BuildFeedback."""
     volumes = [{"name": "exchange", "emptyDir": {"sizeLimit": "1Mi"}}, _memory_dir("runner-tmp", 64 * 1024 * 1024)]
     return _pod(name, labels, settings, [_runner_container(images, settings, [])], volumes)
 
 
-def probe_pod(*, name: str, labels: dict[str, str], images: PodImages, settings: ClusterSettings,
+def probe_pod(*, name: str, labels: dict[str, str], images: SandboxImages, settings: ClusterSettings,
               targets: list[str]) -> dict[str, Any]:
     """A Pod of the session that runs PROBE in the policy-runtime image, as the policy container runs: it tries to
     connect to each HOST:PORT of targets and to the API server's service address, then exits."""

@@ -64,15 +64,16 @@ def stale_owners(leases: Iterable[tuple[str, datetime | None]], owners: Iterable
     is older than stale_after_s at now. Owners without any Lease are left alone."""
     newest: dict[str, datetime | None] = {}
     for owner, renewed in leases:
-        if owner not in newest or (renewed is not None and (newest[owner] is None or renewed > newest[owner])):
+        known = newest.get(owner)
+        if owner not in newest or (renewed is not None and (known is None or renewed > known)):
             newest[owner] = renewed
     bound = now - timedelta(seconds=stale_after_s)
-    return {owner for owner in owners if owner and owner in newest and (newest[owner] is None or newest[owner] < bound)}
+    return {owner for owner in owners if owner and owner in newest and ((renewed := newest[owner]) is None or renewed < bound)}
 
 
 def cluster_stale_owners(cluster: Cluster, now: datetime | None = None) -> set[str]:
     """The owners of labelled objects on cluster whose heartbeat is stale (stale_owners). Raises InfrastructureError."""
-    leases = [((lease.metadata.labels or {}).get(OWNER, ""), lease.spec.renew_time if lease.spec else None)
+    leases = [(((lease.metadata.labels if lease.metadata else None) or {}).get(OWNER, ""), lease.spec.renew_time if lease.spec else None)
               for lease in cluster.leases(label_selector())]
     return stale_owners(leases, cluster.label_values(label_selector(), OWNER), now or datetime.now(timezone.utc))
 

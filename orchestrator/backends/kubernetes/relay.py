@@ -17,12 +17,16 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from websocket import WebSocketException
 
 from orchestrator.backends.kubernetes.cluster import Cluster
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.program import Program
+
+if TYPE_CHECKING:
+    from kubernetes.stream.ws_client import WSClient
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +121,7 @@ class ExecRelay:
         self._listener.bind(str(path))
         self._listener.listen(4)
         self._closed = False
-        self._streams: list = []
+        self._streams: list[WSClient] = []
         self._lock = threading.Lock()
         threading.Thread(target=self._accept_loop, name=f"epg-relay-{pod}", daemon=True).start()
 
@@ -158,7 +162,7 @@ class ExecRelay:
             ws.close()
 
     @staticmethod
-    def _upstream(connection: socket.socket, ws) -> None:
+    def _upstream(connection: socket.socket, ws: WSClient) -> None:
         try:
             while True:
                 data = connection.recv(65536)

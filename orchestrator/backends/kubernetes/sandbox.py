@@ -1,6 +1,6 @@
 """The Kubernetes Episode sandbox: one single-use Episode Pod per Episode, a control Pod, a deny-all NetworkPolicy.
 
-Implements the kernel's EpisodeSandbox as DockerSandbox does, with the same
+Implements the kernel's PooledSandbox as DockerSandbox does, with the same
 pre-starting pool and lane threads; results are stored by job index, so
 Feedback does not depend on placement or concurrency. Opening it also starts
 the session's heartbeat Lease (owners.py), pins the images to digests
@@ -44,7 +44,6 @@ from orchestrator.backends.kubernetes.manifests import (
     RUNNER_PROGRAM_MOUNT,
     SLOT,
     ClusterSettings,
-    PodImages,
     PolicyResources,
     control_pod,
     deny_all_network_policy,
@@ -55,22 +54,21 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.owners import Heartbeat, process_owner
 from orchestrator.backends.kubernetes.relay import ExecRelay, read_tail, upload_program
 from orchestrator.backends.labels import LabelSet
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.runner_calls import (
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
+from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
+from orchestrator.protocol.runner_messages import (
     benchmark_info,
-    episode_budget_s,
     episode_outcome,
     episode_request,
     evaluation_feedback,
     feedback_request,
     planned_episodes,
-    run_over_lanes,
     runner_outcome,
 )
-from orchestrator.backends.sandbox import SandboxLimits, SandboxTuning
-from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.outcomes import EpisodeOutcome
-from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +101,7 @@ class _PodLink:
 
 
 class KubernetesSandbox:
-    """Implements the kernel's EpisodeSandbox on a Kubernetes namespace.
+    """Implements the kernel's PooledSandbox (an EpisodeSandbox with its container pool) on a Kubernetes namespace.
 
     Use as a context manager: entering creates the session's NetworkPolicy and
     control Pod and starts the pool of Episode Pods; leaving drains the pool
@@ -118,7 +116,7 @@ class KubernetesSandbox:
     unique per process), whatever labels.owner says.
     """
 
-    def __init__(self, cluster: Cluster, images: PodImages, limits: SandboxLimits = SandboxLimits(), labels: LabelSet | None = None,
+    def __init__(self, cluster: Cluster, images: SandboxImages, limits: SandboxLimits = SandboxLimits(), labels: LabelSet | None = None,
                  tuning: SandboxTuning = SandboxTuning(), settings: ClusterSettings | None = None, workdir: Path | None = None,
                  resolve: Resolve | None = None) -> None:
         self._cluster = cluster
@@ -134,7 +132,7 @@ class KubernetesSandbox:
         self._counter = 0
         self._lanes = tuning.lanes()
         self._control: _PodLink | None = None
-        self._pool: ContainerPool | None = None
+        self._container_pool: ContainerPool | None = None
         self._image_ids: dict[str, str] = {"environment": "", "policy_runtime": ""}
 
     @property
@@ -142,7 +140,7 @@ class KubernetesSandbox:
         return self._labels
 
     @property
-    def images(self) -> PodImages:
+    def images(self) -> SandboxImages:
         return self._images
 
     @property
@@ -154,9 +152,9 @@ class KubernetesSandbox:
         return dict(self._image_ids)
 
     @property
-    def pool(self) -> ContainerPool:
-        assert self._pool is not None, "use KubernetesSandbox as a context manager"
-        return self._pool
+    def container_pool(self) -> ContainerPool:
+        assert self._container_pool is not None, "use KubernetesSandbox as a context manager"
+        return self._container_pool
 
     # lifecycle ---------------------------------------------------------------
 
@@ -178,8 +176,8 @@ class KubernetesSandbox:
                                          settings=self._settings))
             self._check_probe(probe)
             self._control = self._link(name)
-            self._pool = ContainerPool(lanes=self._lanes, size=self._tuning.pool_size, starters=self._tuning.starters,
-                                       start_slot=self._start_slot, destroy=self._destroy_slot)
+            self._container_pool = ContainerPool.for_tuning(self._tuning, lanes=self._lanes, start_slot=self._start_slot,
+                                                            destroy=self._destroy_slot)
         except BaseException:
             self.close()
             raise
@@ -191,9 +189,9 @@ class KubernetesSandbox:
     def close(self) -> None:
         """Drain the pool, stop the heartbeat, delete every object of this session by label (the heartbeat Lease last),
         remove the relay directory."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        if self._container_pool is not None:
+            self._container_pool.close()
+            self._container_pool = None
         if self._control is not None:
             self._control.close()
             self._control = None
@@ -216,7 +214,7 @@ class KubernetesSandbox:
         if not wait:
             return
         pod = self._cluster.wait_running(manifest["metadata"]["name"], POD_RUNNING_S)
-        for status in pod.status.container_statuses or []:
+        for status in (pod.status.container_statuses or []) if pod.status else []:
             key = "environment" if status.name == RUNNER_CONTAINER else "policy_runtime"
             self._image_ids[key] = status.image_id or self._image_ids[key]
 
@@ -280,12 +278,12 @@ class KubernetesSandbox:
     def run_episodes(self, jobs: Sequence[EpisodeJob],
                      on_episode: Callable[[EpisodeOutcome], None] | None = None) -> list[EpisodeOutcome]:
         """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
-        return run_over_lanes(self.pool, jobs, self._lanes, self._run_in_pod, on_episode, "epg-k8s-lane")
+        return run_over_lanes(self.container_pool, jobs, self._lanes, self._run_in_pod, on_episode, "epg-k8s-lane")
 
     # one Episode in one Pod ------------------------------------------------------
 
     def _run_in_pod(self, lane: int, job: EpisodeJob) -> EpisodeOutcome:
-        slot = self.pool.take(lane)
+        slot = self.container_pool.take(lane)
         link: _PodLink = slot.container
         limits = self._limits.episode
         outcome: RunnerOutcome | None = None
@@ -313,7 +311,7 @@ class KubernetesSandbox:
         finally:
             if outcome is not RunnerOutcome.COMPLETED:
                 self._cluster.delete_pod(link.pod)  # a misbehaving policy may still be burning CPU
-            self.pool.discard(slot)
+            self.container_pool.discard(slot)
 
     # slots ---------------------------------------------------------------------
 

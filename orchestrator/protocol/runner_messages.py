@@ -1,26 +1,25 @@
-"""What every sandbox backend does the same way with the environment runner's messages, and how a batch of
-Episodes is spread over lanes: the Docker and the Kubernetes sandbox differ only in where the runner and the
-policy run and how the Host reaches them.
+"""The environment runner's protobuf messages (epg.v1.runner) to and from kernel values: a Benchmark's description,
+planned Episodes, an Episode's request and record, the Feedback request and answer.
+
+What every sandbox backend does the same way with the runner's messages; the gRPC calls that carry them stay in
+the backends, which differ only in where the runner and the policy run and how the Host reaches them.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from epg.v1 import runner_pb2
 from epg_sdk.codes import RunnerOutcome
 from epg_sdk.outcomes import ContainerExit, classify_episode
 from epg_sdk.planning import policy_seed
 from epg_sdk.protocol import values
-from epg_sdk.protocol.codes import OUTCOMES
+from epg_sdk.protocol.codes import OUTCOMES, failure_to_proto
 from epg_sdk.runtime.episode_loop import EpisodeLimits
-from orchestrator.backends.pool import ContainerPool
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
-from orchestrator.protocol.records import outcome_to_proto_record
 
 
 def benchmark_info(d: Any) -> BenchmarkInfo:
@@ -50,6 +49,7 @@ def planned_episodes(response: Any, seed: int) -> list[PlannedEpisode]:
 
 
 def feedback_request(outcomes: list[EpisodeOutcome]) -> runner_pb2.FeedbackRequest:
+    """The BuildFeedback request over finished Episodes, in their order (no hidden payload)."""
     return runner_pb2.FeedbackRequest(records=[outcome_to_proto_record(o) for o in outcomes])
 
 
@@ -66,6 +66,7 @@ def evaluation_feedback(response: Any, outcomes: list[EpisodeOutcome]) -> Evalua
 
 
 def episode_request(job: EpisodeJob, limits: EpisodeLimits, slot: str, program_dir: str) -> runner_pb2.RunEpisodeRequest:
+    """The RunEpisode request of job in the runner's slot, with the Episode's deadlines and the Program's directory."""
     episode = job.episode
     return runner_pb2.RunEpisodeRequest(
         slot=slot,
@@ -74,11 +75,6 @@ def episode_request(job: EpisodeJob, limits: EpisodeLimits, slot: str, program_d
         limits=limits.to_proto(),
         program_dir=program_dir,
     )
-
-
-def episode_budget_s(limits: EpisodeLimits) -> float:
-    """How long the Host waits for a RunEpisode answer: the runner enforces the Episode's own deadlines."""
-    return limits.startup_deadline_s * 2 + limits.episode_deadline_s + 60
 
 
 def runner_outcome(job: EpisodeJob, record: Any) -> RunnerOutcome:
@@ -130,45 +126,15 @@ def episode_outcome(job: EpisodeJob, record: Any, outcome: RunnerOutcome, exit_s
     )
 
 
-def run_over_lanes(
-    pool: ContainerPool,
-    jobs: Sequence[EpisodeJob],
-    lanes: int,
-    run_one: Callable[[int, EpisodeJob], EpisodeOutcome],
-    on_episode: Callable[[EpisodeOutcome], None] | None,
-    thread_prefix: str,
-) -> list[EpisodeOutcome]:
-    """Run the jobs, one thread per lane pulling from one queue; return outcomes in job order (so Feedback is the
-    same whatever the concurrency). Raises the first error a lane met; the other lanes stop taking jobs."""
-    results: list[EpisodeOutcome | None] = [None] * len(jobs)
-    cursor = iter(range(len(jobs)))
-    cursor_lock = threading.Lock()
-    failure: list[BaseException] = []
-
-    def lane_worker(lane: int) -> None:
-        while not failure:
-            with cursor_lock:
-                index = next(cursor, None)
-            if index is None:
-                return
-            try:
-                results[index] = run_one(lane, jobs[index])
-            except BaseException as exc:
-                failure.append(exc)
-                return
-            if on_episode is not None:
-                on_episode(results[index])
-
-    pool.begin_batch(len(jobs))
-    try:
-        threads = [threading.Thread(target=lane_worker, args=(lane,), name=f"{thread_prefix}-{lane}")
-                   for lane in range(max(1, min(lanes, len(jobs))))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        pool.end_batch()
-    if failure:
-        raise failure[0]
-    return [outcome for outcome in results if outcome is not None]
+def outcome_to_proto_record(outcome: EpisodeOutcome) -> runner_pb2.EpisodeRecord:
+    """The classified record the runner's BuildFeedback needs (no hidden payload)."""
+    return runner_pb2.EpisodeRecord(
+        episode=runner_pb2.EpisodeSpec(split=outcome.split, index=outcome.index),
+        steps=outcome.steps,
+        total_reward=outcome.reward,
+        terminated=outcome.terminated,
+        truncated=outcome.truncated,
+        summary=values.encode(outcome.summary),
+        failure=failure_to_proto(outcome.failure),
+        artifacts=[runner_pb2.Artifact(name=name, data=data) for name, data in sorted(outcome.artifacts.items())],
+    )
