@@ -36,9 +36,9 @@ class PoolStub:
 
 
 class PhasedSandbox(FakeSandbox):
-    """The Host API tests' FakeSandbox with the pool control the driver's phases call."""
+    """The Host API tests' FakeSandbox with the container pool control the driver's phases call."""
 
-    pool = PoolStub()
+    container_pool = PoolStub()
 
 
 def agent_phase_over(tmp_path: Path) -> tuple[RunDriver, SessionState]:
