@@ -22,7 +22,7 @@ import secrets
 import socket
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
+from typing import Any, Iterable
 
 from orchestrator.backends.kubernetes.cluster import Cluster
 from orchestrator.backends.kubernetes.manifests import heartbeat_lease, label_selector, label_value
@@ -94,7 +94,7 @@ class Heartbeat:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"epg-heartbeat-{name}", daemon=True)
 
-    def _manifest(self) -> dict:
+    def _manifest(self) -> dict[str, Any]:
         return heartbeat_lease(name=self._name, labels=self._labels, namespace=self._cluster.namespace, holder=self._owner,
                                duration_s=LEASE_S, renew_time=micro_time(datetime.now(timezone.utc)))
 
