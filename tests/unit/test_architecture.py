@@ -449,11 +449,8 @@ def test_only_the_engine_creates_containers():
     assert {path: calls for path, calls in creating.items() if path not in CREATES_CONTAINERS} == {}
 
 
-# Who may construct a sandbox besides sandbox_opening.open_sandbox, and why.
-OPENS_SANDBOXES = {
-    # Owned by the plugin's maintainers: to call sandbox_opening.open_sandbox, then leave this list.
-    "orchestrator/pytest_plugin.py": "the baseline of an author's image through the Docker sandbox",
-}
+# Who may construct a sandbox besides sandbox_opening.open_sandbox, and why: nobody today.
+OPENS_SANDBOXES: dict[str, str] = {}
 
 
 def test_only_sandbox_opening_constructs_a_sandbox():
