@@ -20,6 +20,7 @@ from typing import Any, Callable
 import docker
 from docker.errors import APIError, ImageNotFound
 
+from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage, discover
@@ -182,7 +183,7 @@ class ImageBuilder:
             found = stored.get(base, recipe.debian)
             if found is None:
                 if base not in self._installed:
-                    self._installed[base] = installed_in_image(self._client, base, {MANAGED: "true", IMAGE: recipe.name})
+                    self._installed[base] = installed_in_image(DockerEngine(self._client), base, {MANAGED: "true", IMAGE: recipe.name})
                 found = resolve(recipe.debian, self._installed[base], self._apt)
                 stored.put(base, recipe.debian, found)
             self._debs[key] = found

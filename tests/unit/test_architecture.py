@@ -402,8 +402,6 @@ CONTAINER_CREATION = ("containers.create", "containers.run", "create_container",
 CREATES_CONTAINERS = {
     "orchestrator/backends/engine.py": "the one place: DockerEngine.start and copy_from_image go through DockerEngine._create",
     "orchestrator/pytest_plugin.py": "an author's tests run an image's checks in a testcontainers container (the design card's choice)",
-    # Owned by the image builder's maintainers: to go through DockerEngine.copy_from_image, then leave this list.
-    "orchestrator/images/debian.py": "installed_in_image reads /var/lib/dpkg/status from a created, never started container",
 }
 
 
