@@ -459,13 +459,8 @@ def test_only_sandbox_opening_constructs_a_sandbox():
     assert {path: calls for path, calls in constructing.items() if path not in OPENS_SANDBOXES} == {}
 
 
-# Where a label name may be written out besides backends/labels.py, and why.
-WRITES_LABEL_NAMES = {
-    # Owned by others: to use backends.labels' names (BENCHMARKS, CLI), then leave this list.
-    "orchestrator/images/recipes.py": "the cli and benchmarks labels of the images it describes",
-    "orchestrator/images/builder.py": "reads the cli label of a recipe",
-    "orchestrator/pytest_plugin.py": "reads the benchmarks label of an image",
-}
+# Where a label name may be written out besides backends/labels.py, and why: nowhere today.
+WRITES_LABEL_NAMES: dict[str, str] = {}
 
 
 def label_names_in(source: str) -> list[str]:
