@@ -174,10 +174,10 @@ def _epg_session(request: pytest.FixtureRequest) -> Iterator[_Session]:
         engine = DockerEngine.connect()
     except InfrastructureError as exc:
         pytest.fail(f"testing an environment image needs a Docker engine: {exc.message} ({exc.evidence})", pytrace=False)
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id())
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id())
     state = _Session(engine=engine, labels=labels, base=_option(request.config, "epg_base") or "auto")
     yield state
-    engine.reap(selector(session=labels.session))
+    engine.reap(selector(sandbox=labels.sandbox))
 
 
 @pytest.fixture(scope="module")

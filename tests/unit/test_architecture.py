@@ -474,10 +474,10 @@ def label_names_in(source: str) -> list[str]:
 def test_the_label_name_finder_sees_code_not_docstrings():
     source = ('"""Reads the `org.evopolicygym.benchmarks` label."""\n'
               'NAME = "org.evopolicygym.benchmarks"\n'
-              'def f(session):\n'
-              '    """Filters on org.evopolicygym.session."""\n'
-              '    return [f"org.evopolicygym.session={session}"]\n')
-    assert label_names_in(source) == ["org.evopolicygym.benchmarks", "org.evopolicygym.session="]
+              'def f(sandbox):\n'
+              '    """Filters on org.evopolicygym.sandbox."""\n'
+              '    return [f"org.evopolicygym.sandbox={sandbox}"]\n')
+    assert label_names_in(source) == ["org.evopolicygym.benchmarks", "org.evopolicygym.sandbox="]
 
 
 def test_label_names_are_written_out_in_the_labels_module_alone():
