@@ -116,7 +116,7 @@ def settle(quiet: float = 0.15, longest_s: float = 60.0) -> None:
 
 def idle_container_memory(engine: DockerEngine, sandbox: DockerSandbox) -> float:
     """Memory (MiB) charged to one pooled container waiting for its Episode."""
-    containers = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
+    containers = engine.client.containers.list(filters={"label": selector(sandbox=sandbox.labels.sandbox, role="policy")})
     usages = []
     for container in containers[:4]:
         stats = container.stats(stream=False)["memory_stats"]
@@ -191,7 +191,7 @@ def cartpole_figures(engine: DockerEngine, builder: ImageBuilder, args: argparse
     tuning = SandboxTuning(concurrency=args.concurrency, pool_size=n, starters=args.starters)
 
     def labels() -> LabelSet:
-        return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope="bench")
+        return LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope="bench")
 
     with tempfile.TemporaryDirectory(prefix="epg-bench-") as tmp:
         root = Path(tmp)

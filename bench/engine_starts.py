@@ -146,7 +146,7 @@ class Starts:
 def measure(engine: DockerEngine, meter: EngineMeter, image: str, command: tuple[str, ...], network_stack: bool, count: int,
             parallel: int) -> Starts:
     """Start count containers, parallel at a time, then remove them, parallel at a time."""
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope="bench-engine")
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope="bench-engine")
     spec = ContainerSpec(image=image, command=command, labels=labels.for_role("policy"), environment={"OPENBLAS_NUM_THREADS": "1"})
     kwargs = to_docker_kwargs(spec)
     if network_stack:
@@ -163,7 +163,7 @@ def measure(engine: DockerEngine, meter: EngineMeter, image: str, command: tuple
         list(pool.map(engine.remove, containers))
     time.sleep(2)  # the shims exit
     removed = meter.read()
-    engine.reap(selector(session=labels.session))
+    engine.reap(selector(sandbox=labels.sandbox))
     return Starts(rate=rate, start_ms=meter.spent(before, started) / count,
                   remove_ms=meter.spent(started, removed) / count, inside_ms=inside)
 

@@ -55,7 +55,7 @@ def child(program_dir: str) -> None:
     images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
     program = capture_program(Path(program_dir))
     marks.append(time.perf_counter())
-    labels = LabelSet(session=os.urandom(6).hex(), owner=owner_id(), scope="bench")
+    labels = LabelSet(sandbox=os.urandom(6).hex(), owner=owner_id(), scope="bench")
     sandbox = DockerSandbox(engine, images, SandboxLimits(), labels, tuning=SandboxTuning(episodes=1))
     with sandbox:
         marks.append(time.perf_counter())

@@ -112,7 +112,7 @@ def measure(engine: DockerEngine, builder: ImageBuilder, benchmark: str, episode
     program = capture_program(package.root / "random")
 
     def labels() -> LabelSet:
-        return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope="bench")
+        return LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope="bench")
 
     lone = max(4, episodes // 2)
     with DockerSandbox(engine, images, labels=labels(), tuning=SandboxTuning(concurrency=1, pool_size=lone)) as sandbox:

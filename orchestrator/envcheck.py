@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.labels import BASELINE, BENCHMARKS, session_labels
+from orchestrator.backends.labels import BASELINE, BENCHMARKS, sandbox_labels
 from orchestrator.backends.settings import SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
@@ -199,7 +199,7 @@ def _from_image(engine: DockerEngine, builder: ImageBuilder, image: str, image_i
 
 
 def _labels(scope: str) -> dict[str, str]:
-    return session_labels(scope).for_role("env-check")
+    return sandbox_labels(scope).for_role("env-check")
 
 
 def _run_in_image(engine: DockerEngine, image: str, command: tuple[str, ...], scope: str) -> tuple[int | None, str, str]:
@@ -275,7 +275,7 @@ def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benc
     if baseline is None:
         return EnvCheck(benchmark=benchmark_id, name=name, ok=True,
                         detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE} label)")
-    setup = SandboxSetup(labels=session_labels(scope), tuning=SandboxTuning(episodes=episodes))
+    setup = SandboxSetup(labels=sandbox_labels(scope), tuning=SandboxTuning(episodes=episodes))
     try:
         reap_orphans(engine)  # what dead orchestrator processes left: the sandbox starts on a clean engine
         images = benchmark_images(builder, benchmark_id, environment_image=target.image, benchmark_entry=held.entry)

@@ -174,10 +174,10 @@ def _epg_session(request: pytest.FixtureRequest) -> Iterator[_Session]:
         engine = DockerEngine.connect()
     except InfrastructureError as exc:
         pytest.fail(f"testing an environment image needs a Docker engine: {exc.message} ({exc.evidence})", pytrace=False)
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id())
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id())
     state = _Session(engine=engine, labels=labels, base=_option(request.config, "epg_base") or "auto")
     yield state
-    engine.reap(selector(session=labels.session))
+    engine.reap(selector(sandbox=labels.sandbox))
 
 
 @pytest.fixture(scope="module")
@@ -343,10 +343,11 @@ def epg_env_test(_epg_session: _Session, epg_image: str, epg_package: Environmen
 
 def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: str, package: EnvironmentPackage,
                        benchmark_id: str, entry: str) -> EvaluationFeedback:
-    from orchestrator.backends.sandbox import DockerSandbox, SandboxImages, SandboxTuning
+    from orchestrator.backends.settings import SandboxImages, SandboxTuning
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.kernel.infrastructure import InfrastructureError
     from orchestrator.kernel.program import ProgramError, capture_program
+    from orchestrator.sandbox_opening import SandboxSetup, open_sandbox
 
     key = (image, package.root, benchmark_id)
     if key not in state.baselines:
@@ -359,7 +360,8 @@ def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: s
             (state.policy_runtime,) = _ensure(state, ["policy-runtime"], [package.root])
         images = SandboxImages(environment=image, policy_runtime=state.policy_runtime, benchmark_entry=entry)
         try:
-            with DockerSandbox(state.engine, images, labels=state.labels, tuning=SandboxTuning(episodes=episodes)) as sandbox:
+            setup = SandboxSetup(labels=state.labels, tuning=SandboxTuning(episodes=episodes))
+            with open_sandbox(state.engine, images, setup) as sandbox:
                 evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)
         except InfrastructureError as exc:
             pytest.fail(f"the baseline of {benchmark_id} in {image} did not run: {exc.code.value}: {exc.message}\n{exc.evidence[-2000:]}",

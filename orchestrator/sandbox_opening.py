@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterSettings, ClusterTarget, image_reference
-from orchestrator.backends.labels import LabelSet, session_labels
+from orchestrator.backends.labels import LabelSet, sandbox_labels
 from orchestrator.backends.sandbox import DockerSandbox
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
@@ -44,7 +44,7 @@ class KubernetesOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxSetup:
-    """How a sandbox is opened, whatever its backend: the policy's limits, the tuning, the session's labels, and the
+    """How a sandbox is opened, whatever its backend: the policy's limits, the tuning, the sandbox's labels, and the
     cluster (None: the local Docker engine)."""
 
     labels: LabelSet
@@ -58,7 +58,7 @@ def open_sandbox(engine: DockerEngine, images: SandboxImages, setup: SandboxSetu
                  progress: Progress = _quiet) -> Iterator[PooledSandbox]:
     """Yield the started sandbox of the chosen backend running images: the Docker engine's, or a cluster's when
     setup.kubernetes is set (its orphans reaped first, images named under its registry prefix). Leaving the block
-    closes it and reaps everything of its session.
+    closes it and reaps everything labelled with its sandbox id.
 
     Raises InfrastructureError (engine, cluster, runner, images).
     """
@@ -136,7 +136,7 @@ def benchmark_images(builder: ImageBuilder, benchmark: str, *, environment_image
 @contextmanager
 def open_benchmark_sandbox(options: SandboxOptions, progress: Progress = _quiet) -> Iterator[PooledSandbox]:
     """Connect to the engine, make the images the benchmark needs, and yield a started sandbox (`open_sandbox`)
-    with a new session's labels under options.scope.
+    with a new sandbox's labels under options.scope.
 
     Raises InfrastructureError (engine, images, runner) and CatalogueError (unknown benchmark).
     """
@@ -144,7 +144,7 @@ def open_benchmark_sandbox(options: SandboxOptions, progress: Progress = _quiet)
     builder = ImageBuilder(engine.client, base=options.base, environments=options.environments, progress=progress)
     images = benchmark_images(builder, options.benchmark, environment_image=options.environment_image,
                               benchmark_entry=options.benchmark_entry)
-    setup = SandboxSetup(labels=session_labels(options.scope), limits=options.limits, tuning=options.tuning,
+    setup = SandboxSetup(labels=sandbox_labels(options.scope), limits=options.limits, tuning=options.tuning,
                          kubernetes=options.kubernetes)
     with open_sandbox(engine, images, setup, progress) as sandbox:
         yield sandbox

@@ -65,6 +65,8 @@ class DockerEngine:
             image = self.client.images.get(reference)
         except (ImageNotFound, APIError):
             return None
+        if image.id is None:  # the engine answered without an id: not an image this code can name
+            return None
         return image.id, dict(image.labels or {})
 
     def copy_from_image(self, image: str, path: str, labels: dict[str, str]) -> bytes:
@@ -81,7 +83,7 @@ class DockerEngine:
             raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"cannot read {path} from {image}", str(exc)) from exc
         finally:
             if not self.remove(container):
-                log.warning("leaked container %s of %s", container.id[:12], image)
+                log.warning("leaked container %s of %s", container.short_id, image)
 
     def _create(self, spec: ContainerSpec) -> Container:
         """Create (not start) the container of spec: the one place the orchestrator creates containers.
@@ -154,14 +156,14 @@ class DockerEngine:
         except APIError as exc:
             if "already in progress" in str(exc):
                 return True
-            log.warning("could not remove container %s: %s", container.id[:12], exc)
+            log.warning("could not remove container %s: %s", container.short_id, exc)
             return False
         return True
 
     def reap(self, label_filters: list[str]) -> ReapReport:
         """Remove every container, network and volume matching all label_filters."""
         report = ReapReport()
-        filters = {"label": label_filters}
+        filters: dict[str, str | list[str] | bool] = {"label": label_filters}
         # sparse: no inspect per container, which would race with removals elsewhere
         for container in self.client.containers.list(all=True, filters=filters, sparse=True):
             if self.remove(container):

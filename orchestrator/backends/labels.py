@@ -10,7 +10,7 @@ from dataclasses import dataclass
 PREFIX = "org.evopolicygym."
 MANAGED = PREFIX + "managed"
 ROLE = PREFIX + "role"
-SESSION = PREFIX + "session"
+SANDBOX = PREFIX + "sandbox"  # the opened sandbox (Docker or Kubernetes) a resource belongs to
 SCOPE = PREFIX + "scope"
 OWNER = PREFIX + "owner"
 IMAGE = PREFIX + "image"
@@ -33,32 +33,32 @@ def owner_id() -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LabelSet:
-    """Labels of one sandbox session: every container, network and volume it makes gets them.
+    """Labels of one opened sandbox: every container, network and volume it makes gets them.
 
     scope is a free tag a caller (a test run, a CI job) uses to find exactly
     its own resources; empty means none.
     """
 
-    session: str
+    sandbox: str  # the id of the opened sandbox (its containers' and Kubernetes objects' names embed it)
     owner: str
     scope: str = ""
 
     def for_role(self, role: str) -> dict[str, str]:
-        labels = {MANAGED: "true", ROLE: role, SESSION: self.session, OWNER: self.owner}
+        labels = {MANAGED: "true", ROLE: role, SANDBOX: self.sandbox, OWNER: self.owner}
         if self.scope:
             labels[SCOPE] = self.scope
         return labels
 
 
-def session_labels(scope: str = "") -> LabelSet:
-    """Return the labels of a new sandbox session of this process (a fresh session id, this process as owner)."""
-    return LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+def sandbox_labels(scope: str = "") -> LabelSet:
+    """Return the labels of a new sandbox of this process (a fresh sandbox id, this process as owner)."""
+    return LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
 
 
 def selector(**labels: str) -> list[str]:
     """Return a docker `label` filter list matching managed resources with the given label values.
 
-    Keys are the short names: session, scope, owner, role.
+    Keys are the short names: sandbox, scope, owner, role.
     """
-    names = {"session": SESSION, "scope": SCOPE, "owner": OWNER, "role": ROLE}
+    names = {"sandbox": SANDBOX, "scope": SCOPE, "owner": OWNER, "role": ROLE}
     return [f"{MANAGED}=true"] + [f"{names[key]}={value}" for key, value in sorted(labels.items())]

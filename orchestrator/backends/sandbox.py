@@ -76,7 +76,7 @@ class DockerSandbox:
 
     Use as a context manager: entering starts the runner lanes and the
     container pool; leaving drains the pool, stops the runners and reaps every
-    container of this session by label, whatever happened. Entering raises
+    container of this sandbox by label, whatever happened. Entering raises
     InfrastructureError: ENGINE_UNAVAILABLE when the engine lacks
     tuning.runtime, RUNNER_FAILED when a runner does not come up. The lock
     guards the slot counter only.
@@ -95,7 +95,7 @@ class DockerSandbox:
         self._images = images
         self._limits = limits
         self._tuning = tuning
-        self._labels = labels or LabelSet(session=secrets.token_hex(6), owner="")
+        self._labels = labels or LabelSet(sandbox=secrets.token_hex(6), owner="")
         # The Host's own (0700 from mkdtemp): each slot's policy.sock below admits the first connection, and no other
         # local user may be it. Containers reach their parts through bind mounts, which need no path through here.
         self._root = Path(tempfile.mkdtemp(prefix="epg-", dir=workdir))
@@ -148,7 +148,7 @@ class DockerSandbox:
         self.close()
 
     def close(self) -> None:
-        """Drain the pool, stop the runners, reap every container of this session, remove the work directory."""
+        """Drain the pool, stop the runners, reap every container of this sandbox, remove the work directory."""
         if self._container_pool is not None:
             self._container_pool.close()
             self._container_pool = None
@@ -156,7 +156,7 @@ class DockerSandbox:
             if lane.channel is not None:
                 lane.channel.close()
                 lane.channel = None
-        report = self._engine.reap(selector(session=self._labels.session))
+        report = self._engine.reap(selector(sandbox=self._labels.sandbox))
         for error in report.errors:
             log.error("leaked after reaping: %s", error)
         shutil.rmtree(self._root, ignore_errors=True)
@@ -191,7 +191,7 @@ class DockerSandbox:
             cpuset_cpus=lane.cpu,
             pids_limit=256,
             hostname="runner",
-            name=f"epg-runner-{self._labels.session}-{lane.index}",
+            name=f"epg-runner-{self._labels.sandbox}-{lane.index}",
         )
         lane.runner = self._engine.start(spec)
         socket_path = lane.exchange / "runner.sock"
@@ -330,6 +330,6 @@ class DockerSandbox:
             environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1"},
             working_dir=PROGRAM_MOUNT,
             hostname="policy",
-            name=f"epg-policy-{self._labels.session}-{slot.name}",
+            name=f"epg-policy-{self._labels.sandbox}-{slot.name}",
             runtime=self._tuning.runtime,
         )

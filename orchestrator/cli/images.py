@@ -6,7 +6,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.table import Table
@@ -25,7 +25,7 @@ Names = Annotated[Optional[list[str]], typer.Argument(help="Images (default: all
 Registry = Annotated[str, typer.Option("--registry", help="Registry as HOST[:PORT]; images go to HOST[:PORT]/epg/NAME:TAG.", show_default=False)]
 
 
-def _builder(base: str, environments) -> ImageBuilder:
+def _builder(base: str, environments: list[Path] | None) -> ImageBuilder:
     # The engine's client and the builder are loaded by the commands, not by --help.
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.images.builder import ImageBuilder
@@ -144,7 +144,7 @@ def context(
     out.print(command, highlight=False, soft_wrap=True)
 
 
-def _transfer_json(registry: str, transfers: list[Transfer]) -> dict:
+def _transfer_json(registry: str, transfers: list[Transfer]) -> dict[str, Any]:
     images = [{"name": t.name, "tag": t.tag, "remote": t.remote, "id": t.image_id, "seconds": round(t.seconds, 3)} for t in transfers]
     return {"registry": registry, "images": images}
 
@@ -193,7 +193,9 @@ def pull(registry: Registry, names: Names = None, base: Base = "auto", environme
     from orchestrator.images import registry as registries
 
     json_mode(as_json)
-    progress = lambda m: err.print(m, highlight=False)  # noqa: E731
+    def progress(message: str) -> None:
+        err.print(message, highlight=False)
+
     expected = _pushed_ids(pushed) if pushed is not None else None
     if expected is None:
         progress("pulling by tag: give --pushed FILE (the push's --json output) to check each image is the one pushed")

@@ -20,7 +20,8 @@ from typing import Any, Callable
 import docker
 from docker.errors import APIError, ImageNotFound
 
-from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE
+from orchestrator.backends.engine import DockerEngine
+from orchestrator.backends.labels import CHECKOUT, CLI, IMAGE, INPUTS, MANAGED, PACKAGE
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage, discover
 from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
@@ -182,7 +183,7 @@ class ImageBuilder:
             found = stored.get(base, recipe.debian)
             if found is None:
                 if base not in self._installed:
-                    self._installed[base] = installed_in_image(self._client, base, {MANAGED: "true", IMAGE: recipe.name})
+                    self._installed[base] = installed_in_image(DockerEngine(self._client), base, {MANAGED: "true", IMAGE: recipe.name})
                 found = resolve(recipe.debian, self._installed[base], self._apt)
                 stored.put(base, recipe.debian, found)
             self._debs[key] = found
@@ -202,13 +203,13 @@ class ImageBuilder:
         if not make_base and self._base_id is None:
             found = local_base(self._client, self._base_choice)
             if found is None:
-                return [ImageStatus(name=r.name, tag="", present=False, pinned=r.labels.get("org.evopolicygym.cli", ""))
+                return [ImageStatus(name=r.name, tag="", present=False, pinned=r.labels.get(CLI, ""))
                         for r in self._select(names)]
             self._base_id = found
         statuses = []
         for recipe in self._select(names):
             tag = self.tag_of(recipe)
-            pinned = recipe.labels.get("org.evopolicygym.cli", "")
+            pinned = recipe.labels.get(CLI, "")
             size = self._image_size(tag)
             statuses.append(ImageStatus(name=recipe.name, tag=tag, present=size is not None, pinned=pinned, size_bytes=size or 0))
         self._ledger.record({status.name: status.tag for status in statuses})

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import docker
-from docker.errors import APIError, DockerException, NotFound
-
+from orchestrator.backends.engine import DockerEngine
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 
 _NO_EXTRAS = ("--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances")
@@ -245,27 +243,24 @@ class HostApt:
         return result.stdout
 
 
-def installed_in_image(client: docker.DockerClient, image: str, labels: dict[str, str]) -> frozenset[str]:
+def installed_in_image(engine: DockerEngine, image: str, labels: dict[str, str]) -> frozenset[str]:
     """The Debian packages installed in image, read from its /var/lib/dpkg/status.
 
-    The file comes out of a labelled container that is created, never started, and removed.
-    Raises InfrastructureError(IMAGE_BUILD_FAILED).
+    The file comes out of a labelled container that is created, never started, and removed
+    (`DockerEngine.copy_from_image`). Raises InfrastructureError(IMAGE_BUILD_FAILED), also for an image without the
+    file (not a Debian image) or one the engine does not hold.
     """
     try:
-        container = client.containers.create(image, command=["true"], labels=labels, network_disabled=True)
-    except (APIError, DockerException) as exc:
-        raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"cannot create a container of {image} to list its packages", str(exc)) from exc
+        tar = engine.copy_from_image(image, "/var/lib/dpkg/status", labels)
+    except InfrastructureError as exc:
+        raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED,
+                                  f"cannot read the package list of {image} (/var/lib/dpkg/status: is it a Debian image?)",
+                                  f"{exc.code.value}: {exc.message}\n{exc.evidence}") from exc
     try:
-        stream, _ = container.get_archive("/var/lib/dpkg/status")
-        archive = tarfile.open(fileobj=io.BytesIO(b"".join(stream)))
-        member = archive.extractfile("status")
+        member = tarfile.open(fileobj=io.BytesIO(tar)).extractfile("status")
         text = member.read().decode("utf-8", "replace") if member is not None else ""
-    except NotFound as exc:
-        raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"{image} has no /var/lib/dpkg/status: not a Debian image") from exc
-    except (APIError, DockerException, tarfile.TarError) as exc:
+    except (tarfile.TarError, KeyError) as exc:
         raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"cannot read the package list of {image}", str(exc)) from exc
-    finally:
-        container.remove(force=True)
     return parse_status(text)
 
 

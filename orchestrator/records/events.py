@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from orchestrator.records.schema import EVENT, SUITE_EVENT, RecordError
 
@@ -124,7 +124,8 @@ class Started(_Event):
     type: Literal[EventType.STARTED] = EventType.STARTED
     resume: bool | None = None
     owner: str | None = None
-    session: str | None = None
+    # the id of the sandbox the Run opened (its containers' label); logs written before it was named so call it session
+    sandbox: str | None = Field(default=None, validation_alias=AliasChoices("sandbox", "session"))
 
 
 class Prestart(_Event):

@@ -65,13 +65,13 @@ class ReplayReport:
 
 def check_target(run: RunRecords, target: str) -> None:
     """Raise ReplayError unless run recorded target ("sNNNN", "validation" or "assessment") in a form a replay can use."""
-    if not isinstance(run.manifest.get("seed"), int):
+    if run.manifest.seed is None:
         raise ReplayError(f"{run.root}/run.json records no seed")
     if target == ASSESSMENT:
-        if run.assessment is None or not isinstance(run.assessment.get("episodes"), list) or not run.assessment["episodes"]:
+        if run.assessment is None or not run.assessment.episodes:
             raise ReplayError(f"{run.root}: no readable assessment.json with Episodes (the Run assessed nothing yet)")
     elif target == VALIDATION:
-        if run.validation is None or not [r for r in run.validation.get("results", []) if isinstance(r, dict)]:
+        if run.validation is None or not run.validation.results:
             raise ReplayError(f"{run.root}: no Validation results recorded (validation.json)")
     else:
         record = run.submission(target)
@@ -85,11 +85,11 @@ def check_target(run: RunRecords, target: str) -> None:
 def episode_count(run: RunRecords, target: str) -> int:
     """How many Episodes replaying target runs (every Program of it counted). Call check_target first."""
     if target == ASSESSMENT:
-        document = run.assessment or {}
-        return len(document.get("episodes") or []) * (2 if isinstance(document.get("initial_program"), dict) else 1)
+        assessment = run.assessment
+        return 0 if assessment is None else len(assessment.episodes) * (1 if assessment.initial_program is None else 2)
     if target == VALIDATION:
-        document = run.validation or {}
-        return int(document.get("episodes") or 0) * len([r for r in document.get("results", []) if isinstance(r, dict)])
+        validation = run.validation
+        return 0 if validation is None else (validation.episodes or 0) * len(validation.results or [])
     record = run.submission(target)
     return len(record.indices) if record is not None else 0
 
@@ -100,7 +100,8 @@ def replay(run: RunRecords, target: str, sandbox: EpisodeSandbox, key: bytes) ->
     Raises ReplayError for a target these records cannot replay, and the sandbox's InfrastructureError.
     """
     check_target(run, target)
-    seed = run.manifest["seed"]
+    seed = run.manifest.seed
+    assert seed is not None  # check_target
     if target == ASSESSMENT:
         return _replay_assessment(run, sandbox, keyed_seed(key, seed, "assessment"))
     if target == VALIDATION:
@@ -111,8 +112,8 @@ def replay(run: RunRecords, target: str, sandbox: EpisodeSandbox, key: bytes) ->
 def _replay_submission(run: RunRecords, submission_id: str, sandbox: EpisodeSandbox, seed: int) -> ReplayReport:
     record = run.submission(submission_id)
     assert record is not None  # check_target
-    budget = run.manifest.get("budget") if isinstance(run.manifest.get("budget"), dict) else {}
-    pool = sandbox.plan("train", seed, int(budget.get("pool_size") or 0))
+    budget = run.manifest.budget
+    pool = sandbox.plan("train", seed, (budget.pool_size if budget is not None else None) or 0)
     if any(i >= len(pool) for i in record.indices):
         raise ReplayError(f"{submission_id}: selects indices beyond the pool of {len(pool)}")
     program = _stored_program(run, record.program_digest)
@@ -137,33 +138,35 @@ def _replay_submission(run: RunRecords, submission_id: str, sandbox: EpisodeSand
 
 
 def _replay_assessment(run: RunRecords, sandbox: EpisodeSandbox, seed: int) -> ReplayReport:
-    document = run.assessment or {}
-    digest = str(document.get("program_digest", ""))
-    recorded = document["episodes"]
-    episodes = sandbox.plan("test", seed, len(recorded))
+    document = run.assessment
+    assert document is not None  # check_target
+    digest = document.program_digest or ""
+    episodes = sandbox.plan("test", seed, len(document.episodes))
     programs = [_stored_program(run, digest)]
-    reference = document.get("initial_program")
-    if isinstance(reference, dict):
+    reference = document.initial_program
+    if reference is not None:
         programs.append(_initial_program(run))
     feedbacks = evaluate_programs(sandbox, programs, episodes)
     differences = _digest_differences(programs[0], digest)
-    differences += compare_feedback(document, feedback_json(feedbacks[0], digest), record="assessment.json")
-    if isinstance(reference, dict):
-        differences += compare_feedback(reference, feedback_json(feedbacks[1], programs[1].digest), record="assessment.json initial_program")
+    differences += compare_feedback(document.to_json(), feedback_json(feedbacks[0], digest), record="assessment.json")
+    if reference is not None:
+        differences += compare_feedback(reference.to_json(), feedback_json(feedbacks[1], programs[1].digest),
+                                        record="assessment.json initial_program")
     return ReplayReport(target=ASSESSMENT, split="test", programs=tuple(p.digest for p in programs), episodes=len(episodes),
                         compared=("assessment.json",), differences=tuple(differences))
 
 
 def _replay_validation(run: RunRecords, sandbox: EpisodeSandbox, seed: int) -> ReplayReport:
-    document = run.validation or {}
-    results = [r for r in document.get("results", []) if isinstance(r, dict)]
-    episodes = sandbox.plan("validation", seed, int(document.get("episodes") or 0))
-    programs = [_stored_program(run, str(r.get("program_digest", ""))) for r in results]
+    document = run.validation
+    assert document is not None  # check_target
+    results = document.results or []
+    episodes = sandbox.plan("validation", seed, document.episodes or 0)
+    programs = [_stored_program(run, r.program_digest or "") for r in results]
     feedbacks = evaluate_programs(sandbox, programs, episodes)
     differences: list[Difference] = []
     for result, program, feedback in zip(results, programs, feedbacks, strict=True):
-        name = f"validation.json {result.get('submission_id')}"
-        recorded = result.get("feedback") if isinstance(result.get("feedback"), dict) else {}
+        name = f"validation.json {result.submission_id}"
+        recorded = result.feedback.to_json() if result.feedback is not None else {}
         differences += compare_feedback(recorded, feedback_json(feedback, program.digest), record=name)
     return ReplayReport(target=VALIDATION, split="validation", programs=tuple(p.digest for p in programs), episodes=len(episodes),
                         compared=("validation.json",), differences=tuple(differences))

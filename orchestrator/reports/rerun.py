@@ -42,11 +42,11 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     episodes = sum(episode_count(run, target) for target in targets)
     safe_read.read_bytes(run_dir, "spec.yaml", safe_read.MAX_TEXT_BYTES)  # a regular file of the run directory, not a link
     spec, _ = load_spec(run_dir / "spec.yaml")
-    _regular_key_file(run.manifest)
-    key = reopen_seed_key(run.manifest, run_dir).key
+    _regular_key_file(run.manifest.seed_key_file)
+    key = reopen_seed_key(run.manifest.to_json(), run_dir).key
     _, _, entry = resolve_benchmark(run.benchmark, discover(environments))
-    images = run.manifest.get("images") if isinstance(run.manifest.get("images"), dict) else {}
-    recorded = str((images.get("environment") or {}).get("tag") or "")
+    environment = (run.manifest.images or {}).get("environment")
+    recorded = environment.tag if environment is not None else ""
     present = bool(recorded) and DockerEngine.connect().image_labels(recorded) is not None
     concurrency = 1 if episodes < ONE_LANE_BELOW else spec.sandbox.concurrency
     tuning = SandboxTuning(concurrency=concurrency, pool_size=min(spec.sandbox.pool_size, REPLAY_POOL_SIZE),
@@ -60,11 +60,10 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     return reports, {"environment": used, "recorded_environment": recorded or None, "same_image": used == recorded}
 
 
-def _regular_key_file(manifest: dict[str, Any]) -> None:
-    """Raise ReplayError unless the seed key file run.json names is missing (reopen_seed_key says so) or a regular
-    file: run.json may come from someone else, and a FIFO or a device there would block or feed the reader."""
-    named = manifest.get("seed_key_file")
-    if not isinstance(named, str) or not named:
+def _regular_key_file(named: str | None) -> None:
+    """Raise ReplayError unless named, the seed key file run.json names, is missing (reopen_seed_key says so) or a
+    regular file: run.json may come from someone else, and a FIFO or a device there would block or feed the reader."""
+    if not named:
         return
     try:
         mode = os.stat(named).st_mode

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
-from orchestrator.backends.labels import LabelSet, session_labels
+from orchestrator.backends.labels import LabelSet, sandbox_labels
 from orchestrator.backends.lanes import episode_budget_s
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.hostapi.server import serve
@@ -219,14 +219,14 @@ class RunDriver:
         built = {r.name: r for r in builder.ensure(["policy-runtime", package.image, agent_image])}
         tags = {name: result.tag for name, result in built.items()}
         images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
-        labels = session_labels(options.scope)
+        labels = sandbox_labels(options.scope)
         try:
             if not options.resume:
                 self._create(package.baseline_dir)
             elif self._phase() is Phase.AGENT:
                 self._bound_workspace()
             self._record_provenance(engine, built, package, agent_image)
-            records.append(Started(resume=options.resume, owner=labels.owner, session=labels.session))
+            records.append(Started(resume=options.resume, owner=labels.owner, sandbox=labels.sandbox))
             tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
                                    runtime=self._spec.sandbox.runtime)
             setup = SandboxSetup(labels=labels, limits=sandbox_limits(self._spec), tuning=tuning, kubernetes=kubernetes_options(self._spec))

@@ -75,7 +75,7 @@ def open_sandbox(engine: DockerEngine, images: dict[str, str], builder: ImageBui
             tuning = replace(tuning, runtime=runtime)
         package, _, entry = resolve_benchmark(benchmark, builder.packages())
         sandbox_images = SandboxImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+        labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
         with DockerSandbox(engine, sandbox_images, limits, labels, tuning=tuning) as sandbox:
             yield sandbox
 

@@ -21,8 +21,8 @@ from orchestrator.orphans import reap_orphans
 TEST_ENVIRONMENTS = Path(__file__).resolve().parents[1] / "environments"
 
 
-def _labelled(engine, images, scope, owner, session):
-    labels = LabelSet(session=session, owner=owner, scope=scope).for_role("policy")
+def _labelled(engine, images, scope, owner, sandbox_id):
+    labels = LabelSet(sandbox=sandbox_id, owner=owner, scope=scope).for_role("policy")
     return engine.start(ContainerSpec(image=images["policy-runtime"], command=("sleep", "300"), labels=labels))
 
 
@@ -36,14 +36,14 @@ def test_sandbox_leaves_no_container_even_when_policies_crash(open_sandbox, writ
     with open_sandbox() as sandbox:
         episode = sandbox.plan("train", 0, 1)[0]
         sandbox.run_episode(episode, capture_program(crashing))
-        session = sandbox.labels.session
-        assert engine.client.containers.list(all=True, filters={"label": selector(session=session, role="runner")})
-    assert engine.client.containers.list(all=True, filters={"label": selector(session=session)}) == []
+        sandbox_id = sandbox.labels.sandbox
+        assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id, role="runner")})
+    assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id)}) == []
 
 
 def test_leftovers_of_a_dead_process_are_reaped_and_live_ones_kept(engine, images, scope):
-    orphan = _labelled(engine, images, scope, _dead_owner(), "orphan-session")
-    alive = _labelled(engine, images, scope, owner_id(), "live-session")
+    orphan = _labelled(engine, images, scope, _dead_owner(), "orphan-sandbox")
+    alive = _labelled(engine, images, scope, owner_id(), "live-sandbox")
     try:
         report = reap_orphans(engine)
         remaining = {c.id for c in engine.client.containers.list(all=True, filters={"label": selector(scope=scope)})}
@@ -58,7 +58,7 @@ def test_leftovers_of_a_dead_process_are_reaped_and_live_ones_kept(engine, image
 
 
 def test_gc_all_reaps_by_scope_label(engine, images, scope):
-    container = _labelled(engine, images, scope, "elsewhere:1", "gc-session")
+    container = _labelled(engine, images, scope, "elsewhere:1", "gc-sandbox")
     result = invoke_cli("gc", "--scope", scope)
     assert result.exit_code == 0, result.stderr
     assert "reaped 1 containers" in result.stdout

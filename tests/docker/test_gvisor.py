@@ -33,7 +33,7 @@ class _EngineWithout:
 
 def test_runsc_missing_from_the_engine_is_an_infrastructure_error_naming_the_fix(engine, images, scope):
     without = DockerEngine(_EngineWithout(engine.client, "runsc"))
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
     sandbox_images = SandboxImages(environment=images["env-cartpole"], policy_runtime=images["policy-runtime"],
                                    benchmark_entry="epg_env_cartpole:make_benchmark")
     with pytest.raises(InfrastructureError) as caught:
@@ -42,4 +42,4 @@ def test_runsc_missing_from_the_engine_is_an_infrastructure_error_naming_the_fix
     assert caught.value.code is InfraErrorCode.ENGINE_UNAVAILABLE
     assert "runsc" in caught.value.message and "scripts/ensure-docker.sh" in caught.value.message
     # Refused before anything started.
-    assert engine.client.containers.list(all=True, filters={"label": selector(session=labels.session)}, sparse=True) == []
+    assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=labels.sandbox)}, sparse=True) == []

@@ -292,7 +292,7 @@ def test_a_runner_that_exits_during_start_up_is_reported_at_once_with_its_log(en
     within a few liveness checks, not at the end of its start-up deadline."""
     sandbox_images = SandboxImages(environment=images["env-probe"], policy_runtime=images["policy-runtime"],
                                    benchmark_entry="epg_env_probe.no_such_module:make_benchmark")
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
     began = time.monotonic()
     with pytest.raises(InfrastructureError) as caught:
         with DockerSandbox(engine, sandbox_images, SandboxLimits(), labels, tuning=SandboxTuning(pool_size=1)):
@@ -302,4 +302,4 @@ def test_a_runner_that_exits_during_start_up_is_reported_at_once_with_its_log(en
     assert caught.value.message == "the environment runner exited during start-up"
     assert "no_such_module" in caught.value.evidence  # the runner's own traceback, from its log
     assert took < 30, took
-    assert engine.client.containers.list(all=True, filters={"label": selector(session=labels.session)}) == []
+    assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=labels.sandbox)}) == []

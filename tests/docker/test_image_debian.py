@@ -54,7 +54,7 @@ def debian_images(engine, tmp_path_factory):
 
 def test_the_image_has_the_named_debian_package_installed(engine, debian_images, scope):
     _builder, tags = debian_images
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("test")
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("test")
     command = f"ls {OSMESA}; dpkg-query -W -f '${{Status}}\\n' libosmesa6; ls /tmp"
     container = engine.client.containers.create(tags["env-debian-probe-a"], ["sh", "-c", command], labels=labels, network_disabled=True)
     try:

@@ -26,7 +26,7 @@ def test_an_environment_image_shares_every_layer_of_the_sdk_layer_and_runs_the_l
     assert own < 5 * 2**20, own
     output = engine.client.containers.run(
         images["env-cartpole"], ["python3", "-c", VERSIONS], network_disabled=True, remove=True,
-        labels=LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("image-check"),
+        labels=LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("image-check"),
     )
     installed = json.loads(output)
     assert {name: installed[name] for name in sdk_layer_versions() if name in installed} == {

@@ -44,7 +44,7 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.owners import micro_time
 from orchestrator.backends.kubernetes.relay import UNPACK
 from orchestrator.backends.kubernetes.sandbox import KubernetesSandbox, NetworkPolicyNotEnforced
-from orchestrator.backends.labels import OWNER, ROLE, SCOPE, SESSION, LabelSet, owner_id, selector
+from orchestrator.backends.labels import OWNER, ROLE, SANDBOX, SCOPE, LabelSet, owner_id, selector
 from orchestrator.backends.settings import SandboxImages, SandboxTuning
 from orchestrator.images import registry as registries
 from orchestrator.images.catalogue import resolve_benchmark
@@ -128,7 +128,7 @@ def k8s_sandbox(fake_cluster, images, builder, scope):
         package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
         cluster = Cluster.connect(ClusterTarget(kubeconfig=str(kubeconfig), namespace=NAMESPACE))
         pod_images = SandboxImages(environment=images[package.image], policy_runtime=images["policy-runtime"], benchmark_entry=entry)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+        labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
         with KubernetesSandbox(cluster, pod_images, labels=labels, tuning=tuning, settings=ClusterSettings(namespace=NAMESPACE)) as sandbox:
             yield sandbox
 
@@ -148,9 +148,9 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
         assert isinstance(sandbox, PooledSandbox) and isinstance(sandbox.container_pool, ContainerPoolControl)
         on_cluster = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
         (probe,) = evaluate_program(sandbox, capture_program(write_program(PROBING)), split="train", seed=7, episodes=1).feedback.episodes
-        session = sandbox.labels.session
-        live = {(o["kind"], o["metadata"]["name"]) for o in api.store.all_objects() if session in o["metadata"]["name"]}
-        assert ("NetworkPolicy", f"epg-deny-{session}") in live and ("Pod", f"epg-ctl-{session}") in live
+        sandbox_id = sandbox.labels.sandbox
+        live = {(o["kind"], o["metadata"]["name"]) for o in api.store.all_objects() if sandbox_id in o["metadata"]["name"]}
+        assert ("NetworkPolicy", f"epg-deny-{sandbox_id}") in live and ("Pod", f"epg-ctl-{sandbox_id}") in live
     with open_sandbox(tuning=SandboxTuning(concurrency=1, pool_size=2)) as sandbox:  # another concurrency, the same results
         assert isinstance(sandbox, PooledSandbox) and isinstance(sandbox.container_pool, ContainerPoolControl)
         on_docker = [evaluate_program(sandbox, program, split="train", seed=7, episodes=2) for program in programs]
@@ -166,12 +166,12 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     assert seen == {"uid": 10001, "io": [], "exchange": False, "program": "OSError:30", "root": "OSError:30", "tmp": "written",
                     "token": False}
     # One fresh Pod per Episode: each Pod that got a Program got exactly one.
-    uploads = [pod for pod, container, command in api.kubelet.execs if session in pod and UNPACK in command]
+    uploads = [pod for pod, container, command in api.kubelet.execs if sandbox_id in pod and UNPACK in command]
     assert len(uploads) == 5 and len(set(uploads)) == 5
     # Every object the backend made: valid, hardened, labelled; none left after the sandbox closed.
     created = [obj for _, kind, kind_type, obj in api.store.events[first:] if kind_type == "ADDED"]
     assert {obj["kind"] for obj in created} == {"Pod", "NetworkPolicy", "Lease"}
-    assert any(obj["metadata"]["name"] == f"epg-probe-{session}" for obj in created)  # the NetworkPolicy probe ran, and passed
+    assert any(obj["metadata"]["name"] == f"epg-probe-{sandbox_id}" for obj in created)  # the NetworkPolicy probe ran, and passed
     for obj in created:
         body = {key: value for key, value in obj.items() if key != "status"}
         body["metadata"] = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels")}
@@ -179,7 +179,7 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
         assert obj["metadata"]["labels"][SCOPE] == scope
         if obj["kind"] == "Pod":
             assert hardening_problems(obj) == []
-    assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get("org.evopolicygym.session") == session] == []
+    assert [o for o in api.store.all_objects() if o["metadata"]["labels"].get("org.evopolicygym.sandbox") == sandbox_id] == []
 
 
 def test_a_cluster_sandbox_told_its_episodes_starts_no_episode_pod_beyond_them(k8s_sandbox, write_program, fake_cluster):
@@ -191,11 +191,11 @@ def test_a_cluster_sandbox_told_its_episodes_starts_no_episode_pod_beyond_them(k
         assert sandbox.container_pool.wait_until_full(120)
         time.sleep(3)  # a pool that ignored the bound would be starting its further Pods by now
         (outcome,) = evaluate_program(sandbox, program, split="train", seed=7, episodes=1).feedback.episodes
-        session = sandbox.labels.session
+        sandbox_id = sandbox.labels.sandbox
     assert outcome.failure is not None and outcome.failure.value == "exception"
     episode_pods = [obj["metadata"]["name"] for _, kind, kind_type, obj in api.store.events[first:]
                     if kind_type == "ADDED" and obj["kind"] == "Pod" and obj["metadata"]["labels"].get(ROLE) == EPISODE_ROLE
-                    and obj["metadata"]["labels"].get(SESSION) == session]
+                    and obj["metadata"]["labels"].get(SANDBOX) == sandbox_id]
     assert len(episode_pods) == 1, episode_pods
 
 
@@ -327,16 +327,16 @@ def make_policy(context):
 """
 
 
-def _session_pods(api, session: str, prefix: str) -> list[str]:
-    return [name for name, _, command in api.kubelet.execs if name.startswith(f"{prefix}{session}") and UNPACK in command]
+def _sandbox_pods(api, sandbox_id: str, prefix: str) -> list[str]:
+    return [name for name, _, command in api.kubelet.execs if name.startswith(f"{prefix}{sandbox_id}") and UNPACK in command]
 
 
 def test_a_policy_flooding_its_output_cannot_get_its_pod_evicted(k8s_sandbox, write_program, fake_cluster):
     api, _ = fake_cluster
     with k8s_sandbox() as sandbox:
         (episode,) = evaluate_program(sandbox, capture_program(write_program(FLOODING)), split="train", seed=7, episodes=1).feedback.episodes
-        session = sandbox.labels.session
-    assert [name for name, _ in api.kubelet.evictions if session in name] == []
+        sandbox_id = sandbox.labels.sandbox
+    assert [name for name, _ in api.kubelet.evictions if sandbox_id in name] == []
     assert episode.status is EpisodeStatus.COMPLETED and "flooded" in episode.output_tail
 
 
@@ -366,13 +366,13 @@ def test_the_reaper_leaves_a_same_named_hosts_live_pods_alone_and_reaps_a_stale_
     now = datetime.now(timezone.utc)
     renewed = {"twin": now - timedelta(seconds=5), "stale": now - timedelta(minutes=10)}
     for role, owner in owners.items():
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner, scope=scope)
+        labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner, scope=scope)
         # Pods of another machine: the API server holds them, no kubelet here runs them.
         api.store.add("Pod", {"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Running"},
-                              "metadata": {"name": f"epg-ep-{labels.session}-000001", "namespace": NAMESPACE,
+                              "metadata": {"name": f"epg-ep-{labels.sandbox}-000001", "namespace": NAMESPACE,
                                            "labels": labels.for_role("episode")}})
         if role in renewed:
-            cluster.create(heartbeat_lease(name=f"epg-hb-{labels.session}", labels=labels.for_role("heartbeat"), namespace=NAMESPACE,
+            cluster.create(heartbeat_lease(name=f"epg-hb-{labels.sandbox}", labels=labels.for_role("heartbeat"), namespace=NAMESPACE,
                                            holder=owner, duration_s=30, renew_time=micro_time(renewed[role])))
     try:
         report = reap_cluster_orphans(cluster)
@@ -402,7 +402,7 @@ def test_pods_name_registry_images_by_the_digest_the_registry_resolved(fake_clus
     pod_images = SandboxImages(environment=f"{loopback_registry}/{local['environment']}",
                            policy_runtime=f"{loopback_registry}/{local['policy_runtime']}", benchmark_entry=entry)
     first = len(api.store.events)
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
     with KubernetesSandbox(cluster, pod_images, labels=labels, tuning=SandboxTuning(concurrency=1, pool_size=1),
                            settings=ClusterSettings(namespace=NAMESPACE)) as sandbox:
         (episode,) = evaluate_program(sandbox, capture_program(write_program(SLOW)), split="train", seed=7, episodes=1).feedback.episodes

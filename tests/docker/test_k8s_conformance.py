@@ -45,7 +45,7 @@ def test_a_real_cluster_runs_episodes_as_the_docker_sandbox_does_and_keeps_nothi
     package, _, entry = resolve_benchmark("CartPole-v1", builder.packages())
     pod_images = SandboxImages(environment=image_reference(registry, images[package.image]),
                            policy_runtime=image_reference(registry, images["policy-runtime"]), benchmark_entry=entry)
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
     programs = [capture_program(write_program(source)) for source in (STEADY, CRASHING)]
     with KubernetesSandbox(cluster, pod_images, labels=labels, tuning=SandboxTuning(concurrency=2, pool_size=2),
                            settings=ClusterSettings(namespace=namespace)) as sandbox:
@@ -55,4 +55,4 @@ def test_a_real_cluster_runs_episodes_as_the_docker_sandbox_does_and_keeps_nothi
     for cluster_feedback, docker_feedback in zip(on_cluster, on_docker, strict=True):
         assert [(e.status, e.failure, e.steps, e.reward) for e in cluster_feedback.episodes] == \
                [(e.status, e.failure, e.steps, e.reward) for e in docker_feedback.episodes]
-    assert cluster.label_values(label_selector(session=labels.session), "org.evopolicygym.session") == set()
+    assert cluster.label_values(label_selector(sandbox=labels.sandbox), "org.evopolicygym.sandbox") == set()

@@ -102,7 +102,7 @@ def facts(request, engine, open_sandbox, write_program, tmp_path, host_listener,
     program = write_program(PROBE, **{"probe.json": json.dumps({"port": port, "host_path": str(secret)})})
     with open_sandbox(runtime=request.param) as sandbox:
         assert sandbox.container_pool.wait_until_full(60)
-        pooled = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
+        pooled = engine.client.containers.list(filters={"label": selector(sandbox=sandbox.labels.sandbox, role="policy")})
         # State.Pid is the container's init under runc and gVisor's sandbox process under runsc.
         host_side = {
             "runtimes": sorted({c.attrs["HostConfig"]["Runtime"] for c in pooled}),
@@ -174,7 +174,7 @@ def test_policy_sees_no_host_environment_or_files(facts):
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_container_spec_translation_matches_the_real_container(engine, images, scope, runtime):
-    labels = LabelSet(session="spec-check", owner=owner_id(), scope=scope).for_role("policy")
+    labels = LabelSet(sandbox="spec-check", owner=owner_id(), scope=scope).for_role("policy")
     spec = ContainerSpec(
         image=images["policy-runtime"], command=("sleep", "30"), labels=labels, memory_bytes=96 * 1024 * 1024, pids_limit=32, runtime=runtime
     )

@@ -32,7 +32,7 @@ BEFORE = _state()
 
 
 def test_checks_leave_testcontainers_as_they_found_it(epg_environment, _epg_session):
-    print("EPG-SESSION", _epg_session.labels.session)
+    print("EPG-SANDBOX", _epg_session.labels.sandbox)
     assert epg_environment.benchmarks == ("Broken-v0",) and not epg_environment.ok
     configuration, environment = _state()
     assert configuration == BEFORE[0]
@@ -65,12 +65,12 @@ def test_the_plugin_changes_no_global_state_of_testcontainers_and_starts_no_ryuk
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "1 passed" in result.stdout
-    (session,) = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith("EPG-SESSION")]
-    assert engine.client.containers.list(all=True, filters={"label": selector(session=session)}, sparse=True) == []
+    (sandbox_id,) = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith("EPG-SANDBOX")]
+    assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id)}, sparse=True) == []
 
 
 def test_each_command_of_the_plugin_runs_in_a_hardened_container_that_is_removed(engine, images, scope):
-    labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
     state = _Session(engine=engine, labels=labels, base="auto")
 
     status, stdout, both = _run_in_image(state, images["env-cartpole"], ("python3", "-c", PROBE), "env-check")
@@ -78,4 +78,4 @@ def test_each_command_of_the_plugin_runs_in_a_hardened_container_that_is_removed
     assert status == 0, both
     seen = json.loads(stdout.strip().splitlines()[-1])
     assert seen == {"uid": 10001, "root": "OSError", "interfaces": ["lo"], "cap_eff": "0000000000000000", "no_new_privs": "1"}
-    assert engine.client.containers.list(all=True, filters={"label": selector(session=labels.session)}, sparse=True) == []
+    assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=labels.sandbox)}, sparse=True) == []

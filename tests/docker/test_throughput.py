@@ -58,7 +58,7 @@ def test_no_pooled_container_serves_two_episodes(open_sandbox, write_program, en
     program = capture_program(write_program(MARKER))
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=6)) as sandbox:
         assert sandbox.container_pool.wait_until_full(120)
-        pooled = engine.client.containers.list(filters={"label": selector(session=sandbox.labels.session, role="policy")})
+        pooled = engine.client.containers.list(filters={"label": selector(sandbox=sandbox.labels.sandbox, role="policy")})
         assert len(pooled) >= 6  # started before any Episode asked for them
         first = evaluate_program(sandbox, program, split="train", seed=0, episodes=6)
         second = evaluate_program(sandbox, program, split="train", seed=1, episodes=6)
@@ -83,8 +83,8 @@ def test_candidates_are_evaluated_concurrently_on_the_same_episodes(open_sandbox
 def test_pool_is_drained_when_the_sandbox_closes(open_sandbox, engine):
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=4)) as sandbox:
         assert sandbox.container_pool.wait_until_full(120)
-        session = sandbox.labels.session
-    assert engine.client.containers.list(all=True, filters={"label": selector(session=session)}) == []
+        sandbox_id = sandbox.labels.sandbox
+    assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id)}) == []
 
 
 def test_a_known_episode_count_bounds_the_pool(open_sandbox, write_program, engine):
@@ -97,9 +97,9 @@ def test_a_known_episode_count_bounds_the_pool(open_sandbox, write_program, engi
         # Nothing more is to come: the pool counts itself full with what it has (an unbounded one would want 8 ready).
         assert sandbox.container_pool.wait_until_full(0)
         assert sandbox.container_pool.ready_count() <= 1
-        session = sandbox.labels.session
+        sandbox_id = sandbox.labels.sandbox
     assert [o.steps for o in evaluation.feedback.episodes] == [500] * 3
-    filters = {"type": "container", "event": "create", "label": selector(session=session, role="policy")}
+    filters = {"type": "container", "event": "create", "label": selector(sandbox=sandbox_id, role="policy")}
     created = list(engine.client.events(since=began, until=int(time.time()) + 1, filters=filters, decode=True))
     assert 3 <= len(created) <= 4, [e.get("Actor", {}).get("Attributes", {}).get("name") for e in created]
 
@@ -110,7 +110,7 @@ def test_a_long_cold_batch_removes_used_containers_beyond_keep_used_as_it_goes(o
     seen: list[int] = []
     done = threading.Event()
     with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=0, keep_used=4)) as sandbox:
-        policies = {"label": selector(session=sandbox.labels.session, role="policy")}
+        policies = {"label": selector(sandbox=sandbox.labels.sandbox, role="policy")}
 
         def watch() -> None:
             while not done.is_set():

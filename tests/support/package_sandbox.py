@@ -32,7 +32,7 @@ def package_sandbox_factory(engine: DockerEngine, package: Path, image: str, sco
     def factory(name: str) -> Iterator[DockerSandbox]:
         _package, _benchmark_id, entry = resolve_benchmark(name, packages)
         images = SandboxImages(environment=tags[image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
-        labels = LabelSet(session=secrets.token_hex(6), owner=owner_id(), scope=scope)
+        labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
         with DockerSandbox(engine, images, SandboxLimits(), labels, tuning=SandboxTuning(pool_size=pool_size)) as sandbox:
             yield sandbox
 

@@ -402,8 +402,6 @@ CONTAINER_CREATION = ("containers.create", "containers.run", "create_container",
 CREATES_CONTAINERS = {
     "orchestrator/backends/engine.py": "the one place: DockerEngine.start and copy_from_image go through DockerEngine._create",
     "orchestrator/pytest_plugin.py": "an author's tests run an image's checks in a testcontainers container (the design card's choice)",
-    # Owned by the image builder's maintainers: to go through DockerEngine.copy_from_image, then leave this list.
-    "orchestrator/images/debian.py": "installed_in_image reads /var/lib/dpkg/status from a created, never started container",
 }
 
 
@@ -449,11 +447,8 @@ def test_only_the_engine_creates_containers():
     assert {path: calls for path, calls in creating.items() if path not in CREATES_CONTAINERS} == {}
 
 
-# Who may construct a sandbox besides sandbox_opening.open_sandbox, and why.
-OPENS_SANDBOXES = {
-    # Owned by the plugin's maintainers: to call sandbox_opening.open_sandbox, then leave this list.
-    "orchestrator/pytest_plugin.py": "the baseline of an author's image through the Docker sandbox",
-}
+# Who may construct a sandbox besides sandbox_opening.open_sandbox, and why: nobody today.
+OPENS_SANDBOXES: dict[str, str] = {}
 
 
 def test_only_sandbox_opening_constructs_a_sandbox():
@@ -464,13 +459,8 @@ def test_only_sandbox_opening_constructs_a_sandbox():
     assert {path: calls for path, calls in constructing.items() if path not in OPENS_SANDBOXES} == {}
 
 
-# Where a label name may be written out besides backends/labels.py, and why.
-WRITES_LABEL_NAMES = {
-    # Owned by others: to use backends.labels' names (BENCHMARKS, CLI), then leave this list.
-    "orchestrator/images/recipes.py": "the cli and benchmarks labels of the images it describes",
-    "orchestrator/images/builder.py": "reads the cli label of a recipe",
-    "orchestrator/pytest_plugin.py": "reads the benchmarks label of an image",
-}
+# Where a label name may be written out besides backends/labels.py, and why: nowhere today.
+WRITES_LABEL_NAMES: dict[str, str] = {}
 
 
 def label_names_in(source: str) -> list[str]:
@@ -484,10 +474,10 @@ def label_names_in(source: str) -> list[str]:
 def test_the_label_name_finder_sees_code_not_docstrings():
     source = ('"""Reads the `org.evopolicygym.benchmarks` label."""\n'
               'NAME = "org.evopolicygym.benchmarks"\n'
-              'def f(session):\n'
-              '    """Filters on org.evopolicygym.session."""\n'
-              '    return [f"org.evopolicygym.session={session}"]\n')
-    assert label_names_in(source) == ["org.evopolicygym.benchmarks", "org.evopolicygym.session="]
+              'def f(sandbox):\n'
+              '    """Filters on org.evopolicygym.sandbox."""\n'
+              '    return [f"org.evopolicygym.sandbox={sandbox}"]\n')
+    assert label_names_in(source) == ["org.evopolicygym.benchmarks", "org.evopolicygym.sandbox="]
 
 
 def test_label_names_are_written_out_in_the_labels_module_alone():

@@ -10,7 +10,7 @@ from orchestrator.backends.container_spec import RUNTIMES, BindMount, ContainerS
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import MANAGED, LabelSet
 
-LABELS = LabelSet(session="s1", owner="host:1").for_role("policy")
+LABELS = LabelSet(sandbox="s1", owner="host:1").for_role("policy")
 
 
 def spec(**overrides) -> ContainerSpec:

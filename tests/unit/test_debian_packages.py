@@ -198,7 +198,7 @@ class FakeContainer:
             archive.addfile(info, io.BytesIO(data))
         return [buffer.getvalue()], {}
 
-    def remove(self, force: bool = False) -> None:
+    def remove(self, force: bool = False, v: bool = False) -> None:  # docker-py's Container.remove
         self._removed.append("status-reader")
 
 

@@ -24,7 +24,7 @@ from orchestrator.backends.labels import MANAGED, OWNER, LabelSet
 from orchestrator.backends.settings import SandboxImages
 from orchestrator.images.registry import remote_reference
 
-LABELS = LabelSet(session="a1b2c3d4e5f6", owner="workstation.example:4242", scope="test-x").for_role("episode")
+LABELS = LabelSet(sandbox="a1b2c3d4e5f6", owner="workstation.example:4242", scope="test-x").for_role("episode")
 IMAGES = SandboxImages(environment="registry.example:5000/epg/env-cartpole:abc", policy_runtime="registry.example:5000/epg/policy-runtime:def",
                    benchmark_entry="epg_cartpole.benchmark:CartPole")
 SETTINGS = ClusterSettings(namespace="epg", runtime_class_name="gvisor")
@@ -65,7 +65,7 @@ def test_the_pods_pass_the_hardening_check(kind):
 # Every field the hardening check stands on, as a path into the Episode Pod (containers: 0 runner, 1 policy).
 HARDENING_FIELDS = [
     ("metadata", "labels", MANAGED),
-    ("metadata", "labels", "org.evopolicygym.session"),
+    ("metadata", "labels", "org.evopolicygym.sandbox"),
     ("metadata", "labels", "org.evopolicygym.role"),
     ("metadata", "labels", OWNER),
     ("spec", "automountServiceAccountToken"),
@@ -132,10 +132,10 @@ def test_requests_equal_limits_give_the_sizes_asked_for():
     assert resources["limits"] == resources["requests"] == {"memory": str(256 << 20), "cpu": "500m", "ephemeral-storage": str(64 << 20)}
 
 
-def test_the_network_policy_denies_both_directions_for_the_whole_session():
+def test_the_network_policy_denies_both_directions_for_the_whole_sandbox():
     policy = deny_all_network_policy(name="n", labels=LABELS, namespace="epg")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy and "egress" not in policy
-    assert policy["podSelector"]["matchLabels"] == {MANAGED: "true", "org.evopolicygym.session": "a1b2c3d4e5f6"}
+    assert policy["podSelector"]["matchLabels"] == {MANAGED: "true", "org.evopolicygym.sandbox": "a1b2c3d4e5f6"}
 
 
 def test_labels_are_made_label_safe_and_selectors_match_them():

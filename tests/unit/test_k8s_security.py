@@ -26,7 +26,7 @@ from orchestrator.backends.labels import LabelSet
 from orchestrator.backends.settings import SandboxImages
 from orchestrator.kernel.infrastructure import InfrastructureError
 
-LABELS = LabelSet(session="a1b2c3d4e5f6", owner="h_1_abc", scope="test-x").for_role("episode")
+LABELS = LabelSet(sandbox="a1b2c3d4e5f6", owner="h_1_abc", scope="test-x").for_role("episode")
 IMAGES = SandboxImages(environment="epg/env-cartpole:abc", policy_runtime="epg/policy-runtime:def", benchmark_entry="m:B")
 POLICY_VOLUMES = ("policy-tmp", "shm", "output")
 NOW = datetime(2026, 12, 2, 3, 0, tzinfo=timezone.utc)
@@ -114,7 +114,7 @@ def test_the_hardening_check_refuses_a_policy_writable_volume_on_disk():
 def test_the_probe_pod_is_hardened_and_runs_under_the_sessions_labels():
     pod = probe_pod(name="epg-probe-x", labels=LABELS, images=IMAGES, settings=ClusterSettings(), targets=["10.0.0.1:6443"])
     assert hardening_problems(pod) == []
-    assert pod["metadata"]["labels"]["org.evopolicygym.session"] == "a1b2c3d4e5f6"
+    assert pod["metadata"]["labels"]["org.evopolicygym.sandbox"] == "a1b2c3d4e5f6"
     assert pod["spec"]["containers"][0]["command"][-1] == "10.0.0.1:6443"
     assert pod["spec"]["automountServiceAccountToken"] is False
 

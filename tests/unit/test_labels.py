@@ -5,31 +5,31 @@ from __future__ import annotations
 import os
 import socket
 
-from orchestrator.backends.labels import MANAGED, OWNER, ROLE, SCOPE, SESSION, LabelSet, owner_id, selector
+from orchestrator.backends.labels import MANAGED, OWNER, ROLE, SANDBOX, SCOPE, LabelSet, owner_id, selector
 
 
 def test_all_label_keys_share_the_project_prefix():
-    assert {MANAGED, ROLE, SESSION, SCOPE, OWNER} == {
+    assert {MANAGED, ROLE, SANDBOX, SCOPE, OWNER} == {
         "org.evopolicygym.managed",
         "org.evopolicygym.role",
-        "org.evopolicygym.session",
+        "org.evopolicygym.sandbox",
         "org.evopolicygym.scope",
         "org.evopolicygym.owner",
     }
 
 
-def test_role_labels_hold_managed_role_session_and_owner():
-    labels = LabelSet(session="s-1", owner="box:42").for_role("runner")
-    assert labels == {MANAGED: "true", ROLE: "runner", SESSION: "s-1", OWNER: "box:42"}
+def test_role_labels_hold_managed_role_sandbox_and_owner():
+    labels = LabelSet(sandbox="s-1", owner="box:42").for_role("runner")
+    assert labels == {MANAGED: "true", ROLE: "runner", SANDBOX: "s-1", OWNER: "box:42"}
 
 
 def test_scope_label_is_present_only_when_a_scope_is_set():
-    assert SCOPE not in LabelSet(session="s", owner="o").for_role("policy")
-    assert LabelSet(session="s", owner="o", scope="ci-7").for_role("policy")[SCOPE] == "ci-7"
+    assert SCOPE not in LabelSet(sandbox="s", owner="o").for_role("policy")
+    assert LabelSet(sandbox="s", owner="o", scope="ci-7").for_role("policy")[SCOPE] == "ci-7"
 
 
 def test_each_call_returns_a_fresh_dict():
-    labels = LabelSet(session="s", owner="o")
+    labels = LabelSet(sandbox="s", owner="o")
     first = labels.for_role("policy")
     first[ROLE] = "tampered"
     assert labels.for_role("policy")[ROLE] == "policy"
@@ -40,19 +40,19 @@ def test_selector_without_arguments_matches_all_managed_resources():
 
 
 def test_selector_adds_one_filter_per_label_in_a_stable_order():
-    filters = selector(session="s-1", scope="ci", owner="box:1", role="policy")
+    filters = selector(sandbox="s-1", scope="ci", owner="box:1", role="policy")
     assert filters == [
         f"{MANAGED}=true",
         f"{OWNER}=box:1",
         f"{ROLE}=policy",
+        f"{SANDBOX}=s-1",
         f"{SCOPE}=ci",
-        f"{SESSION}=s-1",
     ]
 
 
-def test_labels_of_a_role_match_the_selector_of_that_session():
-    labels = LabelSet(session="s", owner="o", scope="x").for_role("policy")
-    for item in selector(session="s", scope="x", role="policy"):
+def test_labels_of_a_role_match_the_selector_of_that_sandbox():
+    labels = LabelSet(sandbox="s", owner="o", scope="x").for_role("policy")
+    for item in selector(sandbox="s", scope="x", role="policy"):
         key, value = item.split("=", 1)
         assert labels[key] == value
 

@@ -51,7 +51,10 @@ def test_a_run_directory_written_before_the_models_reads_through_them(old_run):
         ev.Created, ev.Started, ev.Prestart, ev.AgentStarted, ev.SubmissionAdmitted, ev.SubmissionCompleted,
         ev.SubmissionAdmitted, ev.SubmissionCompleted, ev.Finished, ev.AgentExited, ev.AgentPhaseEnded, ev.Prestart,
         ev.ValidationDone, ev.Prestart, ev.AssessmentDone]
-    assert [e.to_json() for e in events] == lines(old_run / "events.jsonl")  # nothing lost or added
+    written = lines(old_run / "events.jsonl")
+    written[1]["sandbox"] = written[1].pop("session")  # the sandbox's id, which logs of then called session
+    assert [e.to_json() for e in events] == written  # nothing lost or added
+    assert isinstance(events[1], ev.Started) and events[1].sandbox == "8e656b42cc09"
     admitted = events[4]
     assert isinstance(admitted, ev.SubmissionAdmitted)
     assert (admitted.id, admitted.selector, admitted.indices) == ("s0001", "0:2", [0, 1])
@@ -93,6 +96,15 @@ def test_a_suite_directory_written_before_the_models_reads_through_them(old_suit
 
 
 # the event log ------------------------------------------------------------------------------------------------------
+def test_the_started_event_writes_the_sandbox_id_as_sandbox_and_reads_it_under_its_former_name_session():
+    started = ev.Started(owner="box:1", sandbox="0123456789ab", time=1.0)
+    assert started.to_json() == {"schema": "epg.event/1", "type": "started", "owner": "box:1", "sandbox": "0123456789ab",
+                                 "time": 1.0}
+    assert ev.RUN_EVENT.validate_python(started.to_json()) == started
+    former = {"schema": "epg.event/1", "type": "started", "owner": "box:1", "session": "0123456789ab", "time": 1.0}
+    assert ev.RUN_EVENT.validate_python(former) == started
+
+
 def test_a_torn_last_line_of_the_event_log_is_skipped(old_run):
     whole = (old_run / "events.jsonl").read_text()
     (old_run / "events.jsonl").write_text(whole + '{"schema": "epg.event/1", "type": "submission_adm')

@@ -17,7 +17,7 @@ import urllib3
 
 try:
     from kubernetes import client, config, watch
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
     from kubernetes.stream import stream
     from kubernetes.stream.ws_client import WSClient
@@ -120,12 +120,14 @@ class Cluster:
             try:
                 for event in watcher.stream(self.core.list_namespaced_pod, self.namespace, field_selector=f"metadata.name={name}",
                                             timeout_seconds=max(1, int(remaining)), _request_timeout=remaining + 5):
-                    pod = event["object"]
-                    if event["type"] == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
+                    pod: client.V1Pod = event["object"]  # the watch decodes each event of list_namespaced_pod as a V1Pod
+                    status = pod.status  # None until the cluster has reported on the Pod: not running yet
+                    phase = status.phase if status is not None else None
+                    if event["type"] == "DELETED" or phase in ("Succeeded", "Failed"):
                         raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"Pod {name} ended before it ran",
                                                   evidence=self._describe(name))
-                    statuses = pod.status.container_statuses or []
-                    if pod.status.phase == "Running" and statuses and all(s.state.running for s in statuses):
+                    statuses = (status.container_statuses if status is not None else None) or []
+                    if phase == "Running" and statuses and all(s.state is not None and s.state.running for s in statuses):
                         return pod
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
                 raise _api_error(f"watching Pod {name} failed", exc) from exc
@@ -295,8 +297,10 @@ class Cluster:
         """
         api_client = client.ApiClient(self.api_client.configuration)
         try:
-            return stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, name, self.namespace, container=container,
-                          command=command, stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)
+            opened: WSClient = stream(client.CoreV1Api(api_client).connect_get_namespaced_pod_exec, name, self.namespace,
+                                      container=container, command=command, stdin=True, stdout=True, stderr=True, tty=False,
+                                      _preload_content=False, binary=True)  # with _preload_content=False, the open WSClient
+            return opened
         except (ApiException, OSError) as exc:
             raise InfrastructureError(InfraErrorCode.RUNNER_FAILED, f"cannot exec into Pod {name}", evidence=str(exc)) from exc
         finally:

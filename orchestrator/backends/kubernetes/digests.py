@@ -4,7 +4,7 @@ The content tag (epg/NAME:HASH) hashes an image's inputs, not its bytes; in a
 registry that tag is a mutable pointer. The sandbox resolves each registry
 reference once, when it opens, with the registry's own HTTP API (a HEAD of the
 manifest, whose `Docker-Content-Digest` is the digest a node pulls), and every
-Pod of the session names that digest: a tag moved during a Run changes
+Pod of the sandbox names that digest: a tag moved during a Run changes
 nothing, all its Episodes run one image, and the digest is what the cluster
 reports back as the image id. A reference without a registry (the nodes hold
 the local tags) is left as it is: there is no registry to move it.

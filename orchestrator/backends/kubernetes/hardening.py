@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.backends.kubernetes.manifests import OUTPUT_MOUNT, POLICY_CONTAINER, PROGRAM_MOUNT
-from orchestrator.backends.labels import MANAGED, OWNER, ROLE, SESSION
+from orchestrator.backends.labels import MANAGED, OWNER, ROLE, SANDBOX
 
 _RESOURCES = ("memory", "cpu", "ephemeral-storage")
 _WRITABLE_POLICY_MOUNTS = ("/tmp", "/dev/shm", OUTPUT_MOUNT)
@@ -25,7 +25,7 @@ def hardening_problems(pod: dict[str, Any], *, runtime_class_name: str = "") -> 
     labels = metadata.get("labels") or {}
     if labels.get(MANAGED) != "true":
         problems.append(f"metadata.labels: {MANAGED}=true is missing")
-    problems += [f"metadata.labels: {key} is missing" for key in (ROLE, SESSION, OWNER) if not labels.get(key)]
+    problems += [f"metadata.labels: {key} is missing" for key in (ROLE, SANDBOX, OWNER) if not labels.get(key)]
     if spec.get("automountServiceAccountToken") is not False:
         problems.append("spec.automountServiceAccountToken: must be false")
     if spec.get("restartPolicy") != "Never":

@@ -9,8 +9,8 @@ policy's file descriptors 1 and 2 go to a file in `output`, a memory emptyDir
 with a sizeLimit (read-only for the runner), never to the container log: a
 container log counts against the Pod's ephemeral storage, and a policy that
 flooded it would get the Pod evicted. A control Pod is a runner alone
-(Describe, Plan, Feedback); a probe Pod checks that the session's NetworkPolicy
-holds; a Lease is the heartbeat of the process that owns the session.
+(Describe, Plan, Feedback); a probe Pod checks that the sandbox's NetworkPolicy
+holds; a Lease is the heartbeat of the process that owns the sandbox.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.backends.labels import MANAGED, SESSION, selector
+from orchestrator.backends.labels import MANAGED, SANDBOX, selector
 from orchestrator.backends.settings import SandboxImages
 
 # The versions whose schemas the manifests are validated against (tests/unit/test_k8s_manifests.py).
@@ -175,7 +175,7 @@ def _pod(name: str, labels: dict[str, str], settings: ClusterSettings, container
         # Lanes spread over nodes: as even as the scheduler can, never refusing to schedule.
         "topologySpreadConstraints": [{
             "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
-            "labelSelector": {"matchLabels": {MANAGED: "true", SESSION: labels[SESSION]}},
+            "labelSelector": {"matchLabels": {MANAGED: "true", SANDBOX: labels[SANDBOX]}},
         }],
         "containers": containers,
         "volumes": volumes,
@@ -233,14 +233,14 @@ def episode_pod(*, name: str, labels: dict[str, str], images: SandboxImages, pol
 
 
 def control_pod(*, name: str, labels: dict[str, str], images: SandboxImages, settings: ClusterSettings) -> dict[str, Any]:
-    """The session's control Pod: a runner alone, for Describe, Plan and BuildFeedback."""
+    """The sandbox's control Pod: a runner alone, for Describe, Plan and BuildFeedback."""
     volumes = [{"name": "exchange", "emptyDir": {"sizeLimit": "1Mi"}}, _memory_dir("runner-tmp", 64 * 1024 * 1024)]
     return _pod(name, labels, settings, [_runner_container(images, settings, [])], volumes)
 
 
 def probe_pod(*, name: str, labels: dict[str, str], images: SandboxImages, settings: ClusterSettings,
               targets: list[str]) -> dict[str, Any]:
-    """A Pod of the session that runs PROBE in the policy-runtime image, as the policy container runs: it tries to
+    """A Pod of the sandbox that runs PROBE in the policy-runtime image, as the policy container runs: it tries to
     connect to each HOST:PORT of targets and to the API server's service address, then exits."""
     container = {
         "name": PROBE_CONTAINER,
@@ -255,7 +255,7 @@ def probe_pod(*, name: str, labels: dict[str, str], images: SandboxImages, setti
 
 def heartbeat_lease(*, name: str, labels: dict[str, str], namespace: str, holder: str, duration_s: int,
                     renew_time: str) -> dict[str, Any]:
-    """The Lease an orchestrator process renews while its session lives (renew_time: a MicroTime string)."""
+    """The Lease an orchestrator process renews while its sandbox is open (renew_time: a MicroTime string)."""
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -265,14 +265,14 @@ def heartbeat_lease(*, name: str, labels: dict[str, str], namespace: str, holder
 
 
 def deny_all_network_policy(*, name: str, labels: dict[str, str], namespace: str) -> dict[str, Any]:
-    """A NetworkPolicy that denies all ingress and egress of every Pod of the session (no rule allows anything)."""
+    """A NetworkPolicy that denies all ingress and egress of every Pod of the sandbox (no rule allows anything)."""
     safe = k8s_labels(labels)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": name, "namespace": namespace, "labels": safe},
         "spec": {
-            "podSelector": {"matchLabels": {MANAGED: "true", SESSION: safe[SESSION]}},
+            "podSelector": {"matchLabels": {MANAGED: "true", SANDBOX: safe[SANDBOX]}},
             "policyTypes": ["Ingress", "Egress"],
         },
     }
@@ -280,7 +280,7 @@ def deny_all_network_policy(*, name: str, labels: dict[str, str], namespace: str
 
 def label_selector(**labels: str) -> str:
     """A Kubernetes label selector string matching managed objects with the given label values (short names as in
-    labels.selector: session, scope, owner, role)."""
+    labels.selector: sandbox, scope, owner, role)."""
     return ",".join(k8s_selector_term(term) for term in selector(**labels))
 
 

@@ -5,8 +5,8 @@ hold on a cluster: several hosts may share one namespace, and two of them may
 have the same hostname (containers, CI runners, copies of one VM), so a pid
 check there reaps another machine's live Pods. Here the owner label names the
 host, the pid and a random token drawn once per process (after a fork too), and
-each session keeps a Lease (coordination.k8s.io/v1) labelled with its owner
-whose renewTime a thread renews every RENEW_S while the session is open. A
+each sandbox keeps a Lease (coordination.k8s.io/v1) labelled with its owner
+whose renewTime a thread renews every RENEW_S while the sandbox is open. A
 reaper reaps an owner only when it has a Lease and all of its Leases are
 stale beyond STALE_AFTER_S; an owner with no Lease at all (an older version's
 objects) is never reaped automatically (`gc --all` or `--scope` reap it).
@@ -22,7 +22,7 @@ import secrets
 import socket
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
+from typing import Any, Iterable
 
 from orchestrator.backends.kubernetes.cluster import Cluster
 from orchestrator.backends.kubernetes.manifests import heartbeat_lease, label_selector, label_value
@@ -79,7 +79,7 @@ def cluster_stale_owners(cluster: Cluster, now: datetime | None = None) -> set[s
 
 
 class Heartbeat:
-    """The Lease of one session, renewed every RENEW_S by a daemon thread until stop().
+    """The Lease of one sandbox, renewed every RENEW_S by a daemon thread until stop().
 
     start() creates it (raises InfrastructureError when the API server refuses);
     a renewal that finds it gone creates it again; a failed renewal is logged
@@ -94,7 +94,7 @@ class Heartbeat:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"epg-heartbeat-{name}", daemon=True)
 
-    def _manifest(self) -> dict:
+    def _manifest(self) -> dict[str, Any]:
         return heartbeat_lease(name=self._name, labels=self._labels, namespace=self._cluster.namespace, holder=self._owner,
                                duration_s=LEASE_S, renew_time=micro_time(datetime.now(timezone.utc)))
 
@@ -111,7 +111,7 @@ class Heartbeat:
                 log.warning("could not renew the heartbeat Lease %s: %s", self._name, exc)
 
     def stop(self) -> None:
-        """Stop renewing (the Lease itself is deleted with the session's objects)."""
+        """Stop renewing (the Lease itself is deleted with the sandbox's objects)."""
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(timeout=STOP_WAIT_S)

@@ -3,9 +3,9 @@
 Implements the kernel's PooledSandbox as DockerSandbox does, with the same
 pre-starting pool and lane threads; results are stored by job index, so
 Feedback does not depend on placement or concurrency. Opening it also starts
-the session's heartbeat Lease (owners.py), pins the images to digests
+the sandbox's heartbeat Lease (owners.py), pins the images to digests
 (digests.py) and refuses a cluster whose NetworkPolicy lets a Pod of the
-session reach the API server (a probe Pod tries).
+sandbox reach the API server (a probe Pod tries).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ POLICY_VOLUMES = ("policy-tmp", "shm", "output")
 
 
 class NetworkPolicyNotEnforced(InfrastructureError):
-    """A Pod under the session's deny-all NetworkPolicy reached the API server: the cluster does not enforce it."""
+    """A Pod under the sandbox's deny-all NetworkPolicy reached the API server: the cluster does not enforce it."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -103,9 +103,9 @@ class _PodLink:
 class KubernetesSandbox:
     """Implements the kernel's PooledSandbox (an EpisodeSandbox with its container pool) on a Kubernetes namespace.
 
-    Use as a context manager: entering creates the session's NetworkPolicy and
+    Use as a context manager: entering creates the sandbox's NetworkPolicy and
     control Pod and starts the pool of Episode Pods; leaving drains the pool
-    and deletes every object of this session by label, whatever happened.
+    and deletes every object of this sandbox by label, whatever happened.
     Entering raises InfrastructureError: CONTAINER_FAILED when the API server
     refuses an object or a Pod does not run, RUNNER_FAILED when a runner does
     not answer, IMAGE_MISSING when a registry image does not resolve to a
@@ -125,7 +125,7 @@ class KubernetesSandbox:
         self._limits = limits
         self._tuning = tuning
         self._settings = settings or ClusterSettings(namespace=cluster.namespace)
-        self._labels = replace(labels or LabelSet(session=secrets.token_hex(6), owner=""), owner=process_owner())
+        self._labels = replace(labels or LabelSet(sandbox=secrets.token_hex(6), owner=""), owner=process_owner())
         self._heartbeat: Heartbeat | None = None
         self._root = Path(tempfile.mkdtemp(prefix="epg-k8s-", dir=workdir))
         self._lock = threading.Lock()
@@ -160,18 +160,18 @@ class KubernetesSandbox:
 
     def __enter__(self) -> KubernetesSandbox:
         try:
-            session = self._labels.session
+            sandbox_id = self._labels.sandbox
             self._images = pin_images(self._images, self._resolve or registry_resolver())
-            self._heartbeat = Heartbeat(self._cluster, name=f"epg-hb-{session}", labels=self._labels.for_role(HEARTBEAT_ROLE),
+            self._heartbeat = Heartbeat(self._cluster, name=f"epg-hb-{sandbox_id}", labels=self._labels.for_role(HEARTBEAT_ROLE),
                                         owner=self._labels.owner)
             self._heartbeat.start()
-            self._cluster.create(deny_all_network_policy(name=f"epg-deny-{session}", labels=self._labels.for_role("network"),
+            self._cluster.create(deny_all_network_policy(name=f"epg-deny-{sandbox_id}", labels=self._labels.for_role("network"),
                                                          namespace=self._settings.namespace))
-            probe = f"epg-probe-{session}"
+            probe = f"epg-probe-{sandbox_id}"
             self._create_pod(probe_pod(name=probe, labels=self._labels.for_role(PROBE_ROLE), images=self._images,
                                        settings=self._settings, targets=[t for t in [self._cluster.server_address()] if t]),
                              wait=False)
-            name = f"epg-ctl-{session}"
+            name = f"epg-ctl-{sandbox_id}"
             self._create_pod(control_pod(name=name, labels=self._labels.for_role(CONTROL_ROLE), images=self._images,
                                          settings=self._settings))
             self._check_probe(probe)
@@ -187,7 +187,7 @@ class KubernetesSandbox:
         self.close()
 
     def close(self) -> None:
-        """Drain the pool, stop the heartbeat, delete every object of this session by label (the heartbeat Lease last),
+        """Drain the pool, stop the heartbeat, delete every object of this sandbox by label (the heartbeat Lease last),
         remove the relay directory."""
         if self._container_pool is not None:
             self._container_pool.close()
@@ -199,11 +199,11 @@ class KubernetesSandbox:
             self._heartbeat.stop()
             self._heartbeat = None
         try:
-            report = self._cluster.reap(label_selector(session=self._labels.session))
+            report = self._cluster.reap(label_selector(sandbox=self._labels.sandbox))
             for error in report.errors:
                 log.error("leaked after reaping: %s", error)
         except InfrastructureError as exc:
-            log.error("could not reap the session's objects (`epg-orchestrate gc --backend kubernetes` will): %s", exc)
+            log.error("could not reap the sandbox's objects (`epg-orchestrate gc --backend kubernetes` will): %s", exc)
         shutil.rmtree(self._root, ignore_errors=True)
 
     def _create_pod(self, manifest: dict[str, Any], wait: bool = True) -> None:
@@ -229,7 +229,7 @@ class KubernetesSandbox:
         if code == PROBE_REACHED:
             raise NetworkPolicyNotEnforced(
                 InfraErrorCode.ENGINE_UNAVAILABLE,
-                f"the cluster does not enforce NetworkPolicy in namespace {self._settings.namespace!r}: a Pod under the session's "
+                f"the cluster does not enforce NetworkPolicy in namespace {self._settings.namespace!r}: a Pod under the sandbox's "
                 f"deny-all NetworkPolicy reached the API server ({said}); Episodes would run with network access. Use a CNI "
                 "that enforces NetworkPolicy (Calico, Cilium) or another namespace",
                 evidence=said)
@@ -319,7 +319,7 @@ class KubernetesSandbox:
         """Create an Episode Pod, wait until it runs and its runner answers, prepare its slot (called by the pool)."""
         with self._lock:
             self._counter += 1
-            name = f"epg-ep-{self._labels.session}-{self._counter:06d}-{secrets.token_hex(2)}"
+            name = f"epg-ep-{self._labels.sandbox}-{self._counter:06d}-{secrets.token_hex(2)}"
         limits = self._limits
         policy = PolicyResources(memory_bytes=limits.memory_bytes, cpu_millis=max(1, int(limits.cpus * 1000)),
                                  tmp_bytes=limits.tmpfs_bytes, shm_bytes=limits.shm_bytes)
