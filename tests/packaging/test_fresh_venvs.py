@@ -1,4 +1,5 @@
-"""The SDK with each environment package, and the orchestrator, install into fresh venvs and work there.
+"""The SDK with each environment package installs into a fresh venv and works there (the orchestrator's own fresh
+venv: test_orchestrator_wheel.py).
 
 Each of the eight packages under environments/ gets its own venv, built the way a user installs it:
 `pip install ./sdk[runner] ./environments/NAME` with pip's resolver, from a directory holding the
@@ -25,9 +26,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support.venvs import BUILD_AND_TEST, REPO, Venv, copy_sources, fill_wheels, make_venv
 
-# Every Benchmark registered by a package of the repository's environments/, read from the sources.
-BUNDLED = {benchmark for path in (REPO / "environments").glob("*/pyproject.toml")
-           for benchmark in tomllib.loads(path.read_text())["project"]["entry-points"]["epg.benchmarks"]}
 PACKAGES = sorted(path.parent.name for path in (REPO / "environments").glob("*/pyproject.toml"))
 # The package's whole tests/ runs: without the orchestrator's pytest plugin its image tests (tests/image) skip, each
 # saying what it needs; the main test run runs them with the plugin and the engine.
@@ -140,29 +138,3 @@ def test_the_package_installs_beside_the_sdk_with_the_resolver_holds_its_lock_an
     skips = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skips and all(NEEDS.search(line) for line in skips), result.stdout[-3000:]
     print(f"fresh venv of {name}: {venv.timings}; tests: {summary}; pip check: {complaints or 'clean'}")
-
-
-def test_non_editable_orchestrator_lists_the_bundled_benchmarks(orchestrator_venv: Venv, tmp_path: Path):
-    result = orchestrator_venv.run(orchestrator_venv.root / "bin" / "epg-orchestrate", "benchmarks", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for benchmark in BUNDLED:
-        assert benchmark in result.stdout
-    print(f"orchestrator venv timings: {orchestrator_venv.timings}")
-
-
-def test_non_editable_orchestrator_reads_the_bundled_environments_from_its_own_wheel(orchestrator_venv: Venv, tmp_path: Path):
-    code = (
-        "import json\n"
-        "from orchestrator.images.catalogue import discover, resolve_benchmark\n"
-        "packages = discover()\n"
-        "package, _, entry = resolve_benchmark('cartpole', packages)\n"
-        "print(json.dumps({'ids': sorted(b for p in packages for b in p.table.benchmarks), 'root': str(package.root),\n"
-        "    'baseline': (package.baseline_dir / 'policy.py').is_file(), 'entry': entry}))\n"
-    )
-    result = orchestrator_venv.run(orchestrator_venv.python, "-c", code, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    facts = json.loads(result.stdout)
-    assert set(facts["ids"]) == BUNDLED and {"CartPole-v1", "Acrobot-v1", "MountainCarContinuous-v0"} <= BUNDLED
-    assert "site-packages/orchestrator/bundled_environments/" in facts["root"]
-    assert facts["baseline"] is True
-    assert facts["entry"] == "epg_env_cartpole:make_benchmark"
