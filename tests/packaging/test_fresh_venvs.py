@@ -5,7 +5,9 @@ Each of the eight packages under environments/ gets its own venv, built the way 
 `pip install ./sdk[runner] ./environments/NAME` with pip's resolver, from a directory holding the
 wheels `pip download` fetched for the package's requirements.lock (the pins, and whatever they need
 that the lock misses, which the closure check below then names). The runner extra makes the venv
-hold what the package's image holds.
+hold what the package's image holds. pip builds a wheel of a source directory, then installs it: the
+SDK's wheel is built once, the same way (tests/support/venvs.py build_wheel), and each venv gets that
+file where the command names ./sdk; each package's own wheel is built in its venv's install.
 The pins of `[tool.epg] no_deps` are then installed with `--no-deps`: a pyproject.toml cannot say
 "this dependency without its own dependencies", so those are left out of its dependencies, and
 `pip check` may complain about their dependencies alone. Then the venv must hold exactly the lock
@@ -24,7 +26,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support.venvs import BUILD_AND_TEST, REPO, Venv, copy_sources, fill_wheels, make_venv
+from support.venvs import BUILD_AND_TEST, REPO, Venv, build_wheel, copy_sources, fill_wheels, make_venv
 
 PACKAGES = sorted(path.parent.name for path in (REPO / "environments").glob("*/pyproject.toml"))
 # The package's whole tests/ runs: without the orchestrator's pytest plugin its image tests (tests/image) skip, each
@@ -79,10 +81,18 @@ def needed(roots: list[Requirement], installed: dict[str, dict], stop: set[str])
     return names
 
 
-def install_package(name: str, tmp_path: Path) -> tuple[Venv, Path, dict[str, tuple[str, set[str]]], list[str]]:
-    """A fresh venv holding the SDK (with its runner extra), the package NAME (both installed from copies with pip's resolver)
-    and pytest, then the package's no_deps pins without their dependencies; return (venv, the package's copy, its lock, no_deps)."""
-    sources = copy_sources(tmp_path / "sources", "sdk", f"environments/{name}")
+@pytest.fixture(scope="module")
+def sdk_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SDK's wheel, built once from a copy of sdk/ as `pip install ./sdk` builds it (setuptools from local wheels)."""
+    sources = copy_sources(tmp_path_factory.mktemp("sdk-sources"), "sdk")
+    return build_wheel(sources / "sdk", fill_wheels("sdk-build", [BUILD_AND_TEST[0]]), tmp_path_factory.mktemp("sdk-wheel"))
+
+
+def install_package(name: str, sdk_wheel: Path, tmp_path: Path) -> tuple[Venv, Path, dict[str, tuple[str, set[str]]], list[str]]:
+    """A fresh venv holding the SDK (its wheel, with its runner extra), the package NAME (from a copy) and pytest, installed
+    together with pip's resolver, then the package's no_deps pins without their dependencies; return (venv, the package's
+    copy, its lock, no_deps)."""
+    sources = copy_sources(tmp_path / "sources", f"environments/{name}")
     package = sources / "environments" / name
     pins = locked(package / "requirements.lock")
     no_deps = [canonicalize_name(n) for n in tomllib.loads((package / "pyproject.toml").read_text())["tool"]["epg"].get("no_deps", [])]
@@ -90,15 +100,15 @@ def install_package(name: str, tmp_path: Path) -> tuple[Venv, Path, dict[str, tu
     wheels = fill_wheels(f"env-{name}", [line for line in lines if canonicalize_name(Requirement(line).name) not in no_deps] + list(BUILD_AND_TEST),
                          [line for line in lines if canonicalize_name(Requirement(line).name) in no_deps])
     venv = make_venv(tmp_path / "venv", wheels)
-    venv.pip_install(f"{sources / 'sdk'}[{','.join(SDK_EXTRAS)}]", package, "pytest", step="install (resolver)")
+    venv.pip_install(f"{sdk_wheel}[{','.join(SDK_EXTRAS)}]", package, "pytest", step="install (resolver)")
     if no_deps:
         venv.pip_install(*(f"{n}=={pins[n][0]}" for n in no_deps), step="install no_deps pins", no_deps=True)
     return venv, package, pins, no_deps
 
 
 @pytest.mark.parametrize("name", PACKAGES)
-def test_the_package_installs_beside_the_sdk_with_the_resolver_holds_its_lock_and_passes_its_own_tests(name: str, tmp_path: Path):
-    venv, package, pins, no_deps = install_package(name, tmp_path)
+def test_the_package_installs_beside_the_sdk_with_the_resolver_holds_its_lock_and_passes_its_own_tests(name: str, sdk_wheel: Path, tmp_path: Path):
+    venv, package, pins, no_deps = install_package(name, sdk_wheel, tmp_path)
 
     # pip check: every requirement met, but those of a no_deps pin (installed without its dependencies on purpose).
     checked = venv.pip("check")
