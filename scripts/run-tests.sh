@@ -20,7 +20,10 @@ started=$(date +%s)
 ) &
 builder=$!
 
-"$BIN/python" -m pytest -n "$JOBS" --dist loadfile --durations=30 "$@"
+# --no-loadscope-reorder: files go out in the order conftest.py sorts them (engine-free first, slow files first in each
+# part); without it pytest-xdist reorders them by their number of tests, which starts the one-test files (the tutorial,
+# the CI workflow, the Runs) last, where the longest of them ends the run on one process while the other has nothing left.
+"$BIN/python" -m pytest -n "$JOBS" --dist loadfile --no-loadscope-reorder --durations=30 "$@"
 status=$?
 wait "$builder"
 exit "$status"

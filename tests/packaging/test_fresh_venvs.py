@@ -1,10 +1,13 @@
-"""The SDK with each environment package, and the orchestrator, install into fresh venvs and work there.
+"""The SDK with each environment package installs into a fresh venv and works there (the orchestrator's own fresh
+venv: test_orchestrator_wheel.py).
 
 Each of the eight packages under environments/ gets its own venv, built the way a user installs it:
 `pip install ./sdk[runner] ./environments/NAME` with pip's resolver, from a directory holding the
 wheels `pip download` fetched for the package's requirements.lock (the pins, and whatever they need
 that the lock misses, which the closure check below then names). The runner extra makes the venv
-hold what the package's image holds.
+hold what the package's image holds. pip builds a wheel of a source directory, then installs it: the
+SDK's wheel is built once, the same way (tests/support/venvs.py build_wheel), and each venv gets that
+file where the command names ./sdk; each package's own wheel is built in its venv's install.
 The pins of `[tool.epg] no_deps` are then installed with `--no-deps`: a pyproject.toml cannot say
 "this dependency without its own dependencies", so those are left out of its dependencies, and
 `pip check` may complain about their dependencies alone. Then the venv must hold exactly the lock
@@ -23,11 +26,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support.venvs import BUILD_AND_TEST, REPO, Venv, copy_sources, fill_wheels, make_venv
+from support.venvs import BUILD_AND_TEST, REPO, Venv, build_wheel, copy_sources, fill_wheels, make_venv
 
-# Every Benchmark registered by a package of the repository's environments/, read from the sources.
-BUNDLED = {benchmark for path in (REPO / "environments").glob("*/pyproject.toml")
-           for benchmark in tomllib.loads(path.read_text())["project"]["entry-points"]["epg.benchmarks"]}
 PACKAGES = sorted(path.parent.name for path in (REPO / "environments").glob("*/pyproject.toml"))
 # The package's whole tests/ runs: without the orchestrator's pytest plugin its image tests (tests/image) skip, each
 # saying what it needs; the main test run runs them with the plugin and the engine.
@@ -81,10 +81,18 @@ def needed(roots: list[Requirement], installed: dict[str, dict], stop: set[str])
     return names
 
 
-def install_package(name: str, tmp_path: Path) -> tuple[Venv, Path, dict[str, tuple[str, set[str]]], list[str]]:
-    """A fresh venv holding the SDK (with its runner extra), the package NAME (both installed from copies with pip's resolver)
-    and pytest, then the package's no_deps pins without their dependencies; return (venv, the package's copy, its lock, no_deps)."""
-    sources = copy_sources(tmp_path / "sources", "sdk", f"environments/{name}")
+@pytest.fixture(scope="module")
+def sdk_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SDK's wheel, built once from a copy of sdk/ as `pip install ./sdk` builds it (setuptools from local wheels)."""
+    sources = copy_sources(tmp_path_factory.mktemp("sdk-sources"), "sdk")
+    return build_wheel(sources / "sdk", fill_wheels("sdk-build", [BUILD_AND_TEST[0]]), tmp_path_factory.mktemp("sdk-wheel"))
+
+
+def install_package(name: str, sdk_wheel: Path, tmp_path: Path) -> tuple[Venv, Path, dict[str, tuple[str, set[str]]], list[str]]:
+    """A fresh venv holding the SDK (its wheel, with its runner extra), the package NAME (from a copy) and pytest, installed
+    together with pip's resolver, then the package's no_deps pins without their dependencies; return (venv, the package's
+    copy, its lock, no_deps)."""
+    sources = copy_sources(tmp_path / "sources", f"environments/{name}")
     package = sources / "environments" / name
     pins = locked(package / "requirements.lock")
     no_deps = [canonicalize_name(n) for n in tomllib.loads((package / "pyproject.toml").read_text())["tool"]["epg"].get("no_deps", [])]
@@ -92,15 +100,15 @@ def install_package(name: str, tmp_path: Path) -> tuple[Venv, Path, dict[str, tu
     wheels = fill_wheels(f"env-{name}", [line for line in lines if canonicalize_name(Requirement(line).name) not in no_deps] + list(BUILD_AND_TEST),
                          [line for line in lines if canonicalize_name(Requirement(line).name) in no_deps])
     venv = make_venv(tmp_path / "venv", wheels)
-    venv.pip_install(f"{sources / 'sdk'}[{','.join(SDK_EXTRAS)}]", package, "pytest", step="install (resolver)")
+    venv.pip_install(f"{sdk_wheel}[{','.join(SDK_EXTRAS)}]", package, "pytest", step="install (resolver)")
     if no_deps:
         venv.pip_install(*(f"{n}=={pins[n][0]}" for n in no_deps), step="install no_deps pins", no_deps=True)
     return venv, package, pins, no_deps
 
 
 @pytest.mark.parametrize("name", PACKAGES)
-def test_the_package_installs_beside_the_sdk_with_the_resolver_holds_its_lock_and_passes_its_own_tests(name: str, tmp_path: Path):
-    venv, package, pins, no_deps = install_package(name, tmp_path)
+def test_the_package_installs_beside_the_sdk_with_the_resolver_holds_its_lock_and_passes_its_own_tests(name: str, sdk_wheel: Path, tmp_path: Path):
+    venv, package, pins, no_deps = install_package(name, sdk_wheel, tmp_path)
 
     # pip check: every requirement met, but those of a no_deps pin (installed without its dependencies on purpose).
     checked = venv.pip("check")
@@ -140,29 +148,3 @@ def test_the_package_installs_beside_the_sdk_with_the_resolver_holds_its_lock_an
     skips = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skips and all(NEEDS.search(line) for line in skips), result.stdout[-3000:]
     print(f"fresh venv of {name}: {venv.timings}; tests: {summary}; pip check: {complaints or 'clean'}")
-
-
-def test_non_editable_orchestrator_lists_the_bundled_benchmarks(orchestrator_venv: Venv, tmp_path: Path):
-    result = orchestrator_venv.run(orchestrator_venv.root / "bin" / "epg-orchestrate", "benchmarks", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for benchmark in BUNDLED:
-        assert benchmark in result.stdout
-    print(f"orchestrator venv timings: {orchestrator_venv.timings}")
-
-
-def test_non_editable_orchestrator_reads_the_bundled_environments_from_its_own_wheel(orchestrator_venv: Venv, tmp_path: Path):
-    code = (
-        "import json\n"
-        "from orchestrator.images.catalogue import discover, resolve_benchmark\n"
-        "packages = discover()\n"
-        "package, _, entry = resolve_benchmark('cartpole', packages)\n"
-        "print(json.dumps({'ids': sorted(b for p in packages for b in p.table.benchmarks), 'root': str(package.root),\n"
-        "    'baseline': (package.baseline_dir / 'policy.py').is_file(), 'entry': entry}))\n"
-    )
-    result = orchestrator_venv.run(orchestrator_venv.python, "-c", code, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    facts = json.loads(result.stdout)
-    assert set(facts["ids"]) == BUNDLED and {"CartPole-v1", "Acrobot-v1", "MountainCarContinuous-v0"} <= BUNDLED
-    assert "site-packages/orchestrator/bundled_environments/" in facts["root"]
-    assert facts["baseline"] is True
-    assert facts["entry"] == "epg_env_cartpole:make_benchmark"

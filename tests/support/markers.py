@@ -48,7 +48,7 @@ MARKED: dict[str, tuple[str, ...]] = {
         "tests/docker/test_secret_episodes.py",
         "tests/docker/test_suite_run.py",
         "tests/packaging/test_fresh_venvs.py",
-        "tests/packaging/test_report_wheel.py",
+        "tests/packaging/test_orchestrator_wheel.py",
         "environments/acrobot/tests/image",
         "environments/box2d/tests/image",
         "environments/cartpole/tests/image",

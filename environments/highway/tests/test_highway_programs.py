@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from epg_env_highway import make_parking_benchmark, make_roundabout_benchmark
 from epg_env_highway.highway_benchmark import END_CAUSES
+from epg_sdk.benchmark import Feedback
 from epg_sdk.testing import evaluate_locally, summary_values
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -53,9 +55,10 @@ def write_probe(directory: Path, dtype: str) -> Path:
 
 
 def test_parking_policies_receive_dicts_of_float64_arrays_and_their_spaces(tmp_path: Path) -> None:
-    feedback = evaluate_locally(make_parking_benchmark(), write_probe(tmp_path / "probe", "float64"), episodes=2, seed=4)
+    # One whole Episode: the probe checks each of its 500 observations (zero action: the car stands still).
+    feedback = evaluate_locally(make_parking_benchmark(), write_probe(tmp_path / "probe", "float64"), episodes=1, seed=4)
     assert feedback.values["policy_failures"] == 0
-    assert [row["steps"] for row in feedback.values["episodes"]] == [500, 500]  # zero action: the car stands still
+    assert [row["steps"] for row in feedback.values["episodes"]] == [500]
 
 
 def test_the_probe_would_see_a_dtype_other_than_the_one_sent(tmp_path: Path) -> None:
@@ -65,10 +68,25 @@ def test_the_probe_would_see_a_dtype_other_than_the_one_sent(tmp_path: Path) -> 
     assert row["summary"]["end"] == "policy_failure"
 
 
-@pytest.mark.parametrize("make_benchmark", [make_parking_benchmark, make_roundabout_benchmark], ids=["parking", "roundabout"])
-def test_baseline_runs_without_failures_and_beats_uniform_random(make_benchmark) -> None:
-    baseline = evaluate_locally(make_benchmark(), BASELINE, episodes=6, split="train", seed=0)
-    uniform = evaluate_locally(make_benchmark(), RANDOM, episodes=6, split="train", seed=0)
+@pytest.fixture(scope="module")
+def baseline_and_random() -> Callable[[str], tuple[Feedback, Feedback]]:
+    """The Feedback of the baseline and of the uniform-random Program on the same six train Episodes of a Benchmark
+    ("parking" or "roundabout"), each evaluated once for the tests of this file that read them."""
+    made: dict[str, tuple[Feedback, Feedback]] = {}
+
+    def evaluated(name: str) -> tuple[Feedback, Feedback]:
+        if name not in made:
+            make_benchmark = {"parking": make_parking_benchmark, "roundabout": make_roundabout_benchmark}[name]
+            made[name] = (evaluate_locally(make_benchmark(), BASELINE, episodes=6, split="train", seed=0),
+                          evaluate_locally(make_benchmark(), RANDOM, episodes=6, split="train", seed=0))
+        return made[name]
+
+    return evaluated
+
+
+@pytest.mark.parametrize("name", ["parking", "roundabout"])
+def test_baseline_runs_without_failures_and_beats_uniform_random(baseline_and_random, name: str) -> None:
+    baseline, uniform = baseline_and_random(name)
     for feedback in (baseline, uniform):
         assert feedback.values["policy_failures"] == 0
         assert set(feedback.values["ends"]) == set(END_CAUSES) and sum(feedback.values["ends"].values()) == 6
@@ -78,10 +96,9 @@ def test_baseline_runs_without_failures_and_beats_uniform_random(make_benchmark)
     assert baseline.values["success_rate"] > 0.0
 
 
-def test_parking_baseline_parks_some_cars_where_random_parks_none() -> None:
-    # On these six Episodes; uniform-random driving parks about one car in a hundred, and crashes most.
-    baseline = evaluate_locally(make_parking_benchmark(), BASELINE, episodes=6, split="validation", seed=1)
-    uniform = evaluate_locally(make_parking_benchmark(), RANDOM, episodes=6, split="validation", seed=1)
+def test_parking_baseline_parks_some_cars_where_random_parks_none(baseline_and_random) -> None:
+    # On these six Episodes (the baseline parks four); uniform-random driving parks about one car in a hundred, and crashes most.
+    baseline, uniform = baseline_and_random("parking")
     assert 0 < baseline.values["ends"]["goal_reached"] < 6
     assert uniform.values["ends"]["goal_reached"] == 0 and uniform.values["ends"]["crash"] >= 3
 
