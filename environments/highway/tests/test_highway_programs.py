@@ -55,10 +55,9 @@ def write_probe(directory: Path, dtype: str) -> Path:
 
 
 def test_parking_policies_receive_dicts_of_float64_arrays_and_their_spaces(tmp_path: Path) -> None:
-    # One whole Episode: the probe checks each of its 500 observations (zero action: the car stands still).
-    feedback = evaluate_locally(make_parking_benchmark(), write_probe(tmp_path / "probe", "float64"), episodes=1, seed=4)
+    feedback = evaluate_locally(make_parking_benchmark(), write_probe(tmp_path / "probe", "float64"), episodes=2, seed=4)
     assert feedback.values["policy_failures"] == 0
-    assert [row["steps"] for row in feedback.values["episodes"]] == [500]
+    assert [row["steps"] for row in feedback.values["episodes"]] == [500, 500]  # zero action: the car stands still
 
 
 def test_the_probe_would_see_a_dtype_other_than_the_one_sent(tmp_path: Path) -> None:
