@@ -371,6 +371,21 @@ class SessionState:
             self._settled.notify_all()
             return submission.view()
 
+    def withdraw(self, submission_id: str) -> None:
+        """Undo the admission of the in-flight Submission as if it never happened: refund it and free its number.
+
+        For an admission the Host could not record (its Program or its admission event not written): the event log
+        holds nothing of it, so a state replayed from the log must agree with this one. Raises ValueError when
+        submission_id is not in flight.
+        """
+        with self._lock:
+            submission = self._in_flight_locked(submission_id)
+            del self._fields.submissions[submission_id]  # the last admitted: the next admission takes its number
+            self._fields.episodes_used -= len(submission.indices)
+            self._fields.submissions_used -= 1
+            self._fields.in_flight = None
+            self._settled.notify_all()
+
     def _in_flight_locked(self, submission_id: str) -> _Submission:
         if self._fields.in_flight is None or submission_id != self._fields.in_flight:
             raise ValueError(f"{submission_id!r} is not the Submission in flight ({self._fields.in_flight!r})")

@@ -93,9 +93,16 @@ class RunHost:
             raise RequestRejected(RejectionCode.INVALID_PROGRAM, f"{exc.message} (nothing was spent)") from None
         with self._settling:
             view = self._state.admit(selector, program.digest)
-            self._records.store_program(program)
-            self._records.append(SubmissionAdmitted(id=view.id, selector=view.selector, indices=list(view.indices),
-                                                    program_digest=program.digest))
+            try:
+                self._records.store_program(program)
+                self._records.append(SubmissionAdmitted(id=view.id, selector=view.selector, indices=list(view.indices),
+                                                        program_digest=program.digest))
+            except Exception as exc:  # a full disk, most likely: the log holds nothing of it, so neither does the state
+                self._state.withdraw(view.id)
+                log.exception("the admission of %s could not be recorded", view.id)
+                code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
+                raise RequestRejected(RejectionCode.INTERNAL,
+                                      f"the Host could not record the Submission ({code}); nothing was spent") from None
         self._notify(RunProgress.SUBMISSION_STARTED, {"id": view.id, "episodes": len(view.indices)})
         try:
             (feedback,) = evaluate_programs(self._sandbox, [program], [self._episode_pool[i] for i in view.indices])

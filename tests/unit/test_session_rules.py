@@ -312,6 +312,20 @@ def test_voiding_refunds_the_episodes_and_the_submission():
     assert [v.state for v in status.submissions] == ["completed", "voided"]
 
 
+def test_a_withdrawn_admission_leaves_no_trace_and_only_the_submission_in_flight_can_be_withdrawn():
+    state = SessionState(budget(episodes=10, max_submissions=2))
+    first = state.admit("0:3", "a" * 64)
+    state.complete(first.id, 1.0, 0)
+    with pytest.raises(ValueError):
+        state.withdraw(first.id)  # completed: not in flight
+    second = state.admit("0:5", "b" * 64)
+    state.withdraw(second.id)
+    status = state.status()
+    assert (status.episodes_used, status.submissions_used, status.in_flight) == (3, 1, None)
+    assert [v.id for v in status.submissions] == [first.id]
+    assert state.admit("0:2", "c" * 64).id == second.id  # its number is free again: the event log never held it
+
+
 def test_ids_are_never_reused_after_a_void():
     s = Logged(budget())
     s.void(s.admit("0").id)

@@ -99,3 +99,27 @@ def test_a_submission_whose_evaluation_failed_is_refunded_and_reported_as_costin
     status = host.status()
     assert (status.episodes_used, status.submissions_used, status.submissions[0].state) == (0, 0, SubmissionState.VOIDED)
     assert SessionState.replay(budget, records.events()).status() == status
+
+
+@pytest.mark.parametrize("failing", ["program", SessionEvent.SUBMISSION_ADMITTED.value])
+def test_an_admission_the_host_could_not_record_costs_nothing_and_leaves_the_session_free(tmp_path: Path, failing: str):
+    host, records, budget = _host(tmp_path, failing)
+    if failing == "program":
+        stored = records.store_program
+
+        def full_disk(program):
+            records.store_program = stored  # once, as the event log's failure
+            raise OSError(28, "No space left on device")
+
+        records.store_program = full_disk
+
+    with pytest.raises(RequestRejected) as refused:
+        host.submit("0:3")
+
+    assert refused.value.code is RejectionCode.INTERNAL and "nothing was spent" in refused.value.message
+    status = host.status()
+    assert (status.episodes_used, status.submissions_used, status.in_flight, status.submissions) == (0, 0, None, ())
+    receipt = host.submit("0:2")  # not refused as busy: the next Submission takes the number the failed one had
+    assert receipt.submission_id == "s0001"
+    replayed = SessionState.replay(budget, [event.to_json() for event in records.events()]).status()
+    assert (replayed.episodes_used, replayed.submissions_used) == (host.status().episodes_used, host.status().submissions_used) == (2, 1)
