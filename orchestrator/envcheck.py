@@ -117,6 +117,7 @@ def check_environment(
     if _is_directory_target(target):
         environments = [Path(target).resolve(), *(environments or [])]
     builder = ImageBuilder(engine.client, base=base, environments=environments, progress=progress)
+    reap_orphans(engine)  # what dead orchestrator processes left, once: every sandbox below starts on a clean engine
     resolved = _resolve(engine, builder, target, scope)
     checks: list[EnvCheck] = []
     for benchmark_id, held in resolved.benchmarks.items():
@@ -268,16 +269,13 @@ def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benc
     name = f"{BASELINE_CHECK} ({episodes} Episodes)"
     try:
         baseline = _baseline_program(engine, target, held, baseline_dir, scope)
-    except ProgramError as exc:
-        return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
-    except InfrastructureError as exc:  # the labelled baseline directory is not in the image
+    except (ProgramError, InfrastructureError) as exc:  # not a Program, or the labelled directory is not in the image
         return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
     if baseline is None:
         return EnvCheck(benchmark=benchmark_id, name=name, ok=True,
                         detail=f"skipped: no baseline Program known (no catalogue package, no {BASELINE} label)")
     setup = SandboxSetup(labels=sandbox_labels(scope), tuning=SandboxTuning(episodes=episodes))
     try:
-        reap_orphans(engine)  # what dead orchestrator processes left: the sandbox starts on a clean engine
         images = benchmark_images(builder, benchmark_id, environment_image=target.image, benchmark_entry=held.entry)
         with open_sandbox(engine, images, setup) as sandbox:
             evaluation = evaluate_program(sandbox, baseline, split="train", seed=0, episodes=episodes)

@@ -387,7 +387,7 @@ def _ensure(state: _Session, names: list[str], roots: list[Path]) -> list[str]:
 def _benchmarks_of(state: _Session, image: str, package: EnvironmentPackage) -> dict[str, str]:
     """Benchmark id -> factory entry for every Benchmark image holds, as `env test` finds them (`envcheck.held_benchmarks`).
 
-    Those the image's BENCHMARKS_LABEL names and those `python3 -m epg_sdk.checks --list`
+    Those the image's benchmarks label (`labels.BENCHMARKS`) names and those `python3 -m epg_sdk.checks --list`
     finds installed in it, else (an image that names none) all the package registers.
     Where each is made: the image's installed entry points, else the package's. Fails
     the test for a Benchmark that neither says how to make.

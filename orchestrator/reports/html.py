@@ -69,7 +69,7 @@ def render_html(run: RunRecords, diagnostics: RunDiagnostics, plots: list[Plot],
 
 def _summary_table(run: RunRecords, d: RunDiagnostics) -> str:
     rows: list[tuple[str, Any]] = [
-        ("Benchmark", d.benchmark), ("agent", run.manifest.get("agent")), ("terminal reason", d.terminal_reason),
+        ("Benchmark", d.benchmark), ("agent", run.manifest.agent), ("terminal reason", d.terminal_reason),
         ("primary metric", f"{d.primary_metric} ({d.direction})"),
         ("Episodes spent", f"{d.episodes_spent}" + (f" of {d.budget_episodes}" if d.budget_episodes else "")),
         ("Submissions", len(d.submissions)), ("selected", d.selected),

@@ -100,9 +100,8 @@ class RunHost:
             except Exception as exc:  # a full disk, most likely: the log holds nothing of it, so neither does the state
                 self._state.withdraw(view.id)
                 log.exception("the admission of %s could not be recorded", view.id)
-                code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
                 raise RequestRejected(RejectionCode.INTERNAL,
-                                      f"the Host could not record the Submission ({code}); nothing was spent") from None
+                                      f"the Host could not record the Submission ({_fault_code(exc)}); nothing was spent") from None
         self._notify(RunProgress.SUBMISSION_STARTED, {"id": view.id, "episodes": len(view.indices)})
         try:
             (feedback,) = evaluate_programs(self._sandbox, [program], [self._episode_pool[i] for i in view.indices])
@@ -127,7 +126,7 @@ class RunHost:
         and where its published Feedback is; its record.json, written before the charge, completes it on a resume too.
         """
         cancelled = self._cancelled
-        code = exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
+        code = _fault_code(exc)
         evidence = exc.evidence if isinstance(exc, InfrastructureError) else traceback.format_exc()
         with self._settling:
             if self._state.in_flight() == view.id:
@@ -240,3 +239,8 @@ class RunHost:
         self._state.void(submission_id)
         self._records.append(SubmissionVoided(id=submission_id, reason="orchestrator_restarted"))
         return f"{submission_id} voided and refunded (interrupted before its Feedback was recorded)"
+
+
+def _fault_code(exc: Exception) -> str:
+    """What the agent may be told of a fault of the Host's side: its infrastructure code, else the exception's type."""
+    return exc.code.value if isinstance(exc, InfrastructureError) else type(exc).__name__
