@@ -88,6 +88,9 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
     process.wait()
     done_before = {r.name for r in (suite_dir / "runs").glob("*") if phase(r) == "done"}
     interrupted = {r.name for r in (suite_dir / "runs").glob("*") if phase(r) not in (None, "done")}
+    # A Run killed between writing run.json and logging its first `started` event has only the resume's to show.
+    logged_start = {name for name in interrupted
+                    if any(e["type"] == "started" for e in lines(suite_dir / "runs" / name / "events.jsonl"))}
     assert done_before and interrupted
     started = [e for e in lines(suite_dir / "suite-events.jsonl") if e["type"] == "run_started"]
     # The Runs die with their suite: nothing goes on beside the resumed one.
@@ -111,7 +114,8 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
         assert (suite_dir / "runs" / name / "events.jsonl").read_bytes() == events_of_done[name]
     for name in interrupted:
         assert [e["resume"] for e in starts if e["run"] == name] == [False, True]
-        assert [e["resume"] for e in lines(suite_dir / "runs" / name / "events.jsonl") if e["type"] == "started"] == [False, True]
+        expected = [False, True] if name in logged_start else [True]
+        assert [e["resume"] for e in lines(suite_dir / "runs" / name / "events.jsonl") if e["type"] == "started"] == expected
     # Never more than runs_at_once Runs at a time.
     going, most = set(), 0
     for event in suite_events:
