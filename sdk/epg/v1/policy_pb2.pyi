@@ -65,6 +65,8 @@ class Start(_message.Message):
     POLICY_SEED_FIELD_NUMBER: _builtins.int
     PROGRAM_DIR_FIELD_NUMBER: _builtins.int
     OUTPUT_TAIL_BYTES_FIELD_NUMBER: _builtins.int
+    PROGRAM_ABI_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     abi_version: _builtins.int
     benchmark_id: _builtins.str
     policy_seed: _builtins.int
@@ -72,12 +74,20 @@ class Start(_message.Message):
     """Where the Program is mounted inside the policy container."""
     output_tail_bytes: _builtins.int
     """How many bytes of captured stdout/stderr the runtime reports."""
+    program_abi: _builtins.str
+    """"" (ours: NumPy values, epg/v1) or "policy/v2" (EvoPolicyGym 0.3: exact Python values, TensorValue,
+    PolicyContext); the runner copies it from the Benchmark.
+    """
     @_builtins.property
     def observation_space(self) -> _values_pb2.Value: ...
     @_builtins.property
     def action_space(self) -> _values_pb2.Value: ...
     @_builtins.property
     def parameters(self) -> _values_pb2.Value: ...
+    @_builtins.property
+    def metadata(self) -> _values_pb2.Value:
+        """PolicyContext.metadata of a policy/v2 Program."""
+
     def __init__(
         self,
         *,
@@ -89,10 +99,12 @@ class Start(_message.Message):
         policy_seed: _builtins.int = ...,
         program_dir: _builtins.str = ...,
         output_tail_bytes: _builtins.int = ...,
+        program_abi: _builtins.str = ...,
+        metadata: _values_pb2.Value | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "observation_space", b"observation_space", "parameters", b"parameters"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "metadata", b"metadata", "observation_space", b"observation_space", "parameters", b"parameters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abi_version", b"abi_version", "action_space", b"action_space", "benchmark_id", b"benchmark_id", "observation_space", b"observation_space", "output_tail_bytes", b"output_tail_bytes", "parameters", b"parameters", "policy_seed", b"policy_seed", "program_dir", b"program_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abi_version", b"abi_version", "action_space", b"action_space", "benchmark_id", b"benchmark_id", "metadata", b"metadata", "observation_space", b"observation_space", "output_tail_bytes", b"output_tail_bytes", "parameters", b"parameters", "policy_seed", b"policy_seed", "program_abi", b"program_abi", "program_dir", b"program_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

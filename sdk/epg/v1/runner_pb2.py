@@ -25,45 +25,47 @@ _sym_db = _symbol_database.Default()
 from epg.v1 import values_pb2 as epg_dot_v1_dot_values__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x65pg/v1/runner.proto\x12\x06\x65pg.v1\x1a\x13\x65pg/v1/values.proto\"\xa6\x02\n\x14\x42\x65nchmarkDescription\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12(\n\x11observation_space\x18\x03 \x01(\x0b\x32\r.epg.v1.Value\x12#\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\r.epg.v1.Value\x12\x0f\n\x07horizon\x18\x05 \x01(\r\x12\x16\n\x0eprimary_metric\x18\x06 \x01(\t\x12*\n\tdirection\x18\x07 \x01(\x0e\x32\x17.epg.v1.MetricDirection\x12!\n\nparameters\x18\x08 \x01(\x0b\x32\r.epg.v1.Value\x12\x16\n\x0e\x66\x61ilure_return\x18\t \x01(\x01\x12\x0e\n\x06readme\x18\n \x01(\t\"\x11\n\x0f\x44\x65scribeRequest\"<\n\x0b\x45pisodeSpec\x12\r\n\x05split\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\"9\n\x0bPlanRequest\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\r\"5\n\x0cPlanResponse\x12%\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x13.epg.v1.EpisodeSpec\"\"\n\x12PrepareSlotRequest\x12\x0c\n\x04slot\x18\x01 \x01(\t\"*\n\x13PrepareSlotResponse\x12\x13\n\x0bsocket_path\x18\x01 \x01(\t\"\x94\x01\n\rEpisodeLimits\x12\x1a\n\x12startup_deadline_s\x18\x01 \x01(\x01\x12\x17\n\x0fstep_deadline_s\x18\x02 \x01(\x01\x12\x1a\n\x12\x65pisode_deadline_s\x18\x03 \x01(\x01\x12\x19\n\x11output_tail_bytes\x18\x04 \x01(\r\x12\x17\n\x0fmax_frame_bytes\x18\x05 \x01(\r\"\x98\x01\n\x11RunEpisodeRequest\x12\x0c\n\x04slot\x18\x01 \x01(\t\x12$\n\x07\x65pisode\x18\x02 \x01(\x0b\x32\x13.epg.v1.EpisodeSpec\x12\x13\n\x0bpolicy_seed\x18\x03 \x01(\x04\x12%\n\x06limits\x18\x04 \x01(\x0b\x32\x15.epg.v1.EpisodeLimits\x12\x13\n\x0bprogram_dir\x18\x05 \x01(\t\"\xb1\x03\n\rEpisodeRecord\x12$\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x13.epg.v1.EpisodeSpec\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.epg.v1.RunnerOutcome\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x11\n\ttraceback\x18\x04 \x01(\t\x12\r\n\x05steps\x18\x05 \x01(\r\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\x12\n\nterminated\x18\x07 \x01(\x08\x12\x11\n\ttruncated\x18\x08 \x01(\x08\x12\x16\n\x0epolicy_seconds\x18\t \x01(\x01\x12\x1b\n\x13\x65nvironment_seconds\x18\n \x01(\x01\x12\x13\n\x0boutput_tail\x18\x0b \x01(\x0c\x12\x1e\n\x07summary\x18\x0c \x01(\x0b\x32\r.epg.v1.Value\x12$\n\x07\x66\x61ilure\x18\r \x01(\x0e\x32\x13.epg.v1.FailureCode\x12\x14\n\x0cloop_seconds\x18\x0e \x01(\x01\x12\x17\n\x0fstartup_seconds\x18\x0f \x01(\x01\x12#\n\tartifacts\x18\x10 \x03(\x0b\x32\x10.epg.v1.Artifact\"9\n\x0f\x46\x65\x65\x64\x62\x61\x63kRequest\x12&\n\x07records\x18\x01 \x03(\x0b\x32\x15.epg.v1.EpisodeRecord\"&\n\x08\x41rtifact\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"e\n\x10\x46\x65\x65\x64\x62\x61\x63kResponse\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x1d\n\x06values\x18\x02 \x01(\x0b\x32\r.epg.v1.Value\x12#\n\tartifacts\x18\x03 \x03(\x0b\x32\x10.epg.v1.Artifact*q\n\x0fMetricDirection\x12 \n\x1cMETRIC_DIRECTION_UNSPECIFIED\x10\x00\x12\x1d\n\x19METRIC_DIRECTION_MAXIMIZE\x10\x01\x12\x1d\n\x19METRIC_DIRECTION_MINIMIZE\x10\x02*\xad\x02\n\rRunnerOutcome\x12\x1e\n\x1aRUNNER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18RUNNER_OUTCOME_COMPLETED\x10\x01\x12#\n\x1fRUNNER_OUTCOME_POLICY_EXCEPTION\x10\x02\x12!\n\x1dRUNNER_OUTCOME_POLICY_TIMEOUT\x10\x03\x12!\n\x1dRUNNER_OUTCOME_INVALID_ACTION\x10\x04\x12%\n!RUNNER_OUTCOME_PROTOCOL_VIOLATION\x10\x05\x12&\n\"RUNNER_OUTCOME_POLICY_DISCONNECTED\x10\x06\x12$\n RUNNER_OUTCOME_ENVIRONMENT_ERROR\x10\x07*\xe1\x01\n\x0b\x46\x61ilureCode\x12\x1c\n\x18\x46\x41ILURE_CODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x46\x41ILURE_CODE_EXCEPTION\x10\x01\x12\x18\n\x14\x46\x41ILURE_CODE_TIMEOUT\x10\x02\x12\x1f\n\x1b\x46\x41ILURE_CODE_INVALID_ACTION\x10\x03\x12#\n\x1f\x46\x41ILURE_CODE_PROTOCOL_VIOLATION\x10\x04\x12\x1e\n\x1a\x46\x41ILURE_CODE_OUT_OF_MEMORY\x10\x05\x12\x18\n\x14\x46\x41ILURE_CODE_CRASHED\x10\x06\x32\xdd\x02\n\x11\x45nvironmentRunner\x12\x41\n\x08\x44\x65scribe\x12\x17.epg.v1.DescribeRequest\x1a\x1c.epg.v1.BenchmarkDescription\x12\x39\n\x0cPlanEpisodes\x12\x13.epg.v1.PlanRequest\x1a\x14.epg.v1.PlanResponse\x12\x46\n\x0bPrepareSlot\x12\x1a.epg.v1.PrepareSlotRequest\x1a\x1b.epg.v1.PrepareSlotResponse\x12>\n\nRunEpisode\x12\x19.epg.v1.RunEpisodeRequest\x1a\x15.epg.v1.EpisodeRecord\x12\x42\n\rBuildFeedback\x12\x17.epg.v1.FeedbackRequest\x1a\x18.epg.v1.FeedbackResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x65pg/v1/runner.proto\x12\x06\x65pg.v1\x1a\x13\x65pg/v1/values.proto\"\xa6\x03\n\x14\x42\x65nchmarkDescription\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12(\n\x11observation_space\x18\x03 \x01(\x0b\x32\r.epg.v1.Value\x12#\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\r.epg.v1.Value\x12\x0f\n\x07horizon\x18\x05 \x01(\r\x12\x16\n\x0eprimary_metric\x18\x06 \x01(\t\x12*\n\tdirection\x18\x07 \x01(\x0e\x32\x17.epg.v1.MetricDirection\x12!\n\nparameters\x18\x08 \x01(\x0b\x32\r.epg.v1.Value\x12\x16\n\x0e\x66\x61ilure_return\x18\t \x01(\x01\x12\x0e\n\x06readme\x18\n \x01(\t\x12\x13\n\x0bprogram_abi\x18\x0b \x01(\t\x12\x1f\n\x08metadata\x18\x0c \x01(\x0b\x32\r.epg.v1.Value\x12\x14\n\x0cstep_seconds\x18\r \x01(\x01\x12\x17\n\x0f\x65pisode_seconds\x18\x0e \x01(\x01\x12\x19\n\x11parameters_digest\x18\x0f \x01(\t\"\x11\n\x0f\x44\x65scribeRequest\"<\n\x0b\x45pisodeSpec\x12\r\n\x05split\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\"9\n\x0bPlanRequest\x12\r\n\x05split\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\r\"5\n\x0cPlanResponse\x12%\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x13.epg.v1.EpisodeSpec\"\"\n\x12PrepareSlotRequest\x12\x0c\n\x04slot\x18\x01 \x01(\t\"*\n\x13PrepareSlotResponse\x12\x13\n\x0bsocket_path\x18\x01 \x01(\t\"\x94\x01\n\rEpisodeLimits\x12\x1a\n\x12startup_deadline_s\x18\x01 \x01(\x01\x12\x17\n\x0fstep_deadline_s\x18\x02 \x01(\x01\x12\x1a\n\x12\x65pisode_deadline_s\x18\x03 \x01(\x01\x12\x19\n\x11output_tail_bytes\x18\x04 \x01(\r\x12\x17\n\x0fmax_frame_bytes\x18\x05 \x01(\r\"\x98\x01\n\x11RunEpisodeRequest\x12\x0c\n\x04slot\x18\x01 \x01(\t\x12$\n\x07\x65pisode\x18\x02 \x01(\x0b\x32\x13.epg.v1.EpisodeSpec\x12\x13\n\x0bpolicy_seed\x18\x03 \x01(\x04\x12%\n\x06limits\x18\x04 \x01(\x0b\x32\x15.epg.v1.EpisodeLimits\x12\x13\n\x0bprogram_dir\x18\x05 \x01(\t\"\xc3\x03\n\rEpisodeRecord\x12$\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x13.epg.v1.EpisodeSpec\x12&\n\x07outcome\x18\x02 \x01(\x0e\x32\x15.epg.v1.RunnerOutcome\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x11\n\ttraceback\x18\x04 \x01(\t\x12\r\n\x05steps\x18\x05 \x01(\r\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\x12\n\nterminated\x18\x07 \x01(\x08\x12\x11\n\ttruncated\x18\x08 \x01(\x08\x12\x16\n\x0epolicy_seconds\x18\t \x01(\x01\x12\x1b\n\x13\x65nvironment_seconds\x18\n \x01(\x01\x12\x13\n\x0boutput_tail\x18\x0b \x01(\x0c\x12\x1e\n\x07summary\x18\x0c \x01(\x0b\x32\r.epg.v1.Value\x12$\n\x07\x66\x61ilure\x18\r \x01(\x0e\x32\x13.epg.v1.FailureCode\x12\x14\n\x0cloop_seconds\x18\x0e \x01(\x01\x12\x17\n\x0fstartup_seconds\x18\x0f \x01(\x01\x12#\n\tartifacts\x18\x10 \x03(\x0b\x32\x10.epg.v1.Artifact\x12\x10\n\x08\x65vidence\x18\x11 \x01(\x0c\"9\n\x0f\x46\x65\x65\x64\x62\x61\x63kRequest\x12&\n\x07records\x18\x01 \x03(\x0b\x32\x15.epg.v1.EpisodeRecord\"h\n\x08\x41rtifact\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x12\n\nmedia_type\x18\x03 \x01(\t\x12,\n\tretention\x18\x04 \x01(\x0e\x32\x19.epg.v1.ArtifactRetention\"e\n\x10\x46\x65\x65\x64\x62\x61\x63kResponse\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x1d\n\x06values\x18\x02 \x01(\x0b\x32\r.epg.v1.Value\x12#\n\tartifacts\x18\x03 \x03(\x0b\x32\x10.epg.v1.Artifact*q\n\x0fMetricDirection\x12 \n\x1cMETRIC_DIRECTION_UNSPECIFIED\x10\x00\x12\x1d\n\x19METRIC_DIRECTION_MAXIMIZE\x10\x01\x12\x1d\n\x19METRIC_DIRECTION_MINIMIZE\x10\x02*\xad\x02\n\rRunnerOutcome\x12\x1e\n\x1aRUNNER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18RUNNER_OUTCOME_COMPLETED\x10\x01\x12#\n\x1fRUNNER_OUTCOME_POLICY_EXCEPTION\x10\x02\x12!\n\x1dRUNNER_OUTCOME_POLICY_TIMEOUT\x10\x03\x12!\n\x1dRUNNER_OUTCOME_INVALID_ACTION\x10\x04\x12%\n!RUNNER_OUTCOME_PROTOCOL_VIOLATION\x10\x05\x12&\n\"RUNNER_OUTCOME_POLICY_DISCONNECTED\x10\x06\x12$\n RUNNER_OUTCOME_ENVIRONMENT_ERROR\x10\x07*\xe1\x01\n\x0b\x46\x61ilureCode\x12\x1c\n\x18\x46\x41ILURE_CODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x46\x41ILURE_CODE_EXCEPTION\x10\x01\x12\x18\n\x14\x46\x41ILURE_CODE_TIMEOUT\x10\x02\x12\x1f\n\x1b\x46\x41ILURE_CODE_INVALID_ACTION\x10\x03\x12#\n\x1f\x46\x41ILURE_CODE_PROTOCOL_VIOLATION\x10\x04\x12\x1e\n\x1a\x46\x41ILURE_CODE_OUT_OF_MEMORY\x10\x05\x12\x18\n\x14\x46\x41ILURE_CODE_CRASHED\x10\x06*R\n\x11\x41rtifactRetention\x12 \n\x1c\x41RTIFACT_RETENTION_PERMANENT\x10\x00\x12\x1b\n\x17\x41RTIFACT_RETENTION_BULK\x10\x01\x32\xdd\x02\n\x11\x45nvironmentRunner\x12\x41\n\x08\x44\x65scribe\x12\x17.epg.v1.DescribeRequest\x1a\x1c.epg.v1.BenchmarkDescription\x12\x39\n\x0cPlanEpisodes\x12\x13.epg.v1.PlanRequest\x1a\x14.epg.v1.PlanResponse\x12\x46\n\x0bPrepareSlot\x12\x1a.epg.v1.PrepareSlotRequest\x1a\x1b.epg.v1.PrepareSlotResponse\x12>\n\nRunEpisode\x12\x19.epg.v1.RunEpisodeRequest\x1a\x15.epg.v1.EpisodeRecord\x12\x42\n\rBuildFeedback\x12\x17.epg.v1.FeedbackRequest\x1a\x18.epg.v1.FeedbackResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'epg.v1.runner_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_METRICDIRECTION']._serialized_start=1568
-  _globals['_METRICDIRECTION']._serialized_end=1681
-  _globals['_RUNNEROUTCOME']._serialized_start=1684
-  _globals['_RUNNEROUTCOME']._serialized_end=1985
-  _globals['_FAILURECODE']._serialized_start=1988
-  _globals['_FAILURECODE']._serialized_end=2213
+  _globals['_METRICDIRECTION']._serialized_start=1780
+  _globals['_METRICDIRECTION']._serialized_end=1893
+  _globals['_RUNNEROUTCOME']._serialized_start=1896
+  _globals['_RUNNEROUTCOME']._serialized_end=2197
+  _globals['_FAILURECODE']._serialized_start=2200
+  _globals['_FAILURECODE']._serialized_end=2425
+  _globals['_ARTIFACTRETENTION']._serialized_start=2427
+  _globals['_ARTIFACTRETENTION']._serialized_end=2509
   _globals['_BENCHMARKDESCRIPTION']._serialized_start=53
-  _globals['_BENCHMARKDESCRIPTION']._serialized_end=347
-  _globals['_DESCRIBEREQUEST']._serialized_start=349
-  _globals['_DESCRIBEREQUEST']._serialized_end=366
-  _globals['_EPISODESPEC']._serialized_start=368
-  _globals['_EPISODESPEC']._serialized_end=428
-  _globals['_PLANREQUEST']._serialized_start=430
-  _globals['_PLANREQUEST']._serialized_end=487
-  _globals['_PLANRESPONSE']._serialized_start=489
-  _globals['_PLANRESPONSE']._serialized_end=542
-  _globals['_PREPARESLOTREQUEST']._serialized_start=544
-  _globals['_PREPARESLOTREQUEST']._serialized_end=578
-  _globals['_PREPARESLOTRESPONSE']._serialized_start=580
-  _globals['_PREPARESLOTRESPONSE']._serialized_end=622
-  _globals['_EPISODELIMITS']._serialized_start=625
-  _globals['_EPISODELIMITS']._serialized_end=773
-  _globals['_RUNEPISODEREQUEST']._serialized_start=776
-  _globals['_RUNEPISODEREQUEST']._serialized_end=928
-  _globals['_EPISODERECORD']._serialized_start=931
-  _globals['_EPISODERECORD']._serialized_end=1364
-  _globals['_FEEDBACKREQUEST']._serialized_start=1366
-  _globals['_FEEDBACKREQUEST']._serialized_end=1423
-  _globals['_ARTIFACT']._serialized_start=1425
-  _globals['_ARTIFACT']._serialized_end=1463
-  _globals['_FEEDBACKRESPONSE']._serialized_start=1465
-  _globals['_FEEDBACKRESPONSE']._serialized_end=1566
-  _globals['_ENVIRONMENTRUNNER']._serialized_start=2216
-  _globals['_ENVIRONMENTRUNNER']._serialized_end=2565
+  _globals['_BENCHMARKDESCRIPTION']._serialized_end=475
+  _globals['_DESCRIBEREQUEST']._serialized_start=477
+  _globals['_DESCRIBEREQUEST']._serialized_end=494
+  _globals['_EPISODESPEC']._serialized_start=496
+  _globals['_EPISODESPEC']._serialized_end=556
+  _globals['_PLANREQUEST']._serialized_start=558
+  _globals['_PLANREQUEST']._serialized_end=615
+  _globals['_PLANRESPONSE']._serialized_start=617
+  _globals['_PLANRESPONSE']._serialized_end=670
+  _globals['_PREPARESLOTREQUEST']._serialized_start=672
+  _globals['_PREPARESLOTREQUEST']._serialized_end=706
+  _globals['_PREPARESLOTRESPONSE']._serialized_start=708
+  _globals['_PREPARESLOTRESPONSE']._serialized_end=750
+  _globals['_EPISODELIMITS']._serialized_start=753
+  _globals['_EPISODELIMITS']._serialized_end=901
+  _globals['_RUNEPISODEREQUEST']._serialized_start=904
+  _globals['_RUNEPISODEREQUEST']._serialized_end=1056
+  _globals['_EPISODERECORD']._serialized_start=1059
+  _globals['_EPISODERECORD']._serialized_end=1510
+  _globals['_FEEDBACKREQUEST']._serialized_start=1512
+  _globals['_FEEDBACKREQUEST']._serialized_end=1569
+  _globals['_ARTIFACT']._serialized_start=1571
+  _globals['_ARTIFACT']._serialized_end=1675
+  _globals['_FEEDBACKRESPONSE']._serialized_start=1677
+  _globals['_FEEDBACKRESPONSE']._serialized_end=1778
+  _globals['_ENVIRONMENTRUNNER']._serialized_start=2512
+  _globals['_ENVIRONMENTRUNNER']._serialized_end=2861
 # @@protoc_insertion_point(module_scope)

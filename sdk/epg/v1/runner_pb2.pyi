@@ -101,6 +101,25 @@ FAILURE_CODE_OUT_OF_MEMORY: FailureCode.ValueType  # 5
 FAILURE_CODE_CRASHED: FailureCode.ValueType  # 6
 Global___FailureCode: _TypeAlias = FailureCode  # noqa: Y015
 
+class _ArtifactRetention:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ArtifactRetentionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ArtifactRetention.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ARTIFACT_RETENTION_PERMANENT: _ArtifactRetention.ValueType  # 0
+    """Kept with the Submission for as long as the Run is kept."""
+    ARTIFACT_RETENTION_BULK: _ArtifactRetention.ValueType  # 1
+    """Large and reproducible (replays, frames): evicted oldest first when a Run's bulk bound is reached."""
+
+class ArtifactRetention(_ArtifactRetention, metaclass=_ArtifactRetentionEnumTypeWrapper): ...
+
+ARTIFACT_RETENTION_PERMANENT: ArtifactRetention.ValueType  # 0
+"""Kept with the Submission for as long as the Run is kept."""
+ARTIFACT_RETENTION_BULK: ArtifactRetention.ValueType  # 1
+"""Large and reproducible (replays, frames): evicted oldest first when a Run's bulk bound is reached."""
+Global___ArtifactRetention: _TypeAlias = ArtifactRetention  # noqa: Y015
+
 @_typing.final
 class BenchmarkDescription(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -115,6 +134,11 @@ class BenchmarkDescription(_message.Message):
     PARAMETERS_FIELD_NUMBER: _builtins.int
     FAILURE_RETURN_FIELD_NUMBER: _builtins.int
     README_FIELD_NUMBER: _builtins.int
+    PROGRAM_ABI_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    STEP_SECONDS_FIELD_NUMBER: _builtins.int
+    EPISODE_SECONDS_FIELD_NUMBER: _builtins.int
+    PARAMETERS_DIGEST_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     description: _builtins.str
     horizon: _builtins.int
@@ -123,12 +147,23 @@ class BenchmarkDescription(_message.Message):
     failure_return: _builtins.float
     """Return credited to an Episode whose policy failed."""
     readme: _builtins.str
+    program_abi: _builtins.str
+    """The Program ABI the Benchmark's policies speak: "" (ours, epg/v1) or "policy/v2" (EvoPolicyGym 0.3)."""
+    step_seconds: _builtins.float
+    """Per-Benchmark time limits in seconds; 0 keeps the Host's defaults."""
+    episode_seconds: _builtins.float
+    parameters_digest: _builtins.str
+    """sha256 of the canonical encoding of parameters: bound into every result of this Benchmark."""
     @_builtins.property
     def observation_space(self) -> _values_pb2.Value: ...
     @_builtins.property
     def action_space(self) -> _values_pb2.Value: ...
     @_builtins.property
     def parameters(self) -> _values_pb2.Value: ...
+    @_builtins.property
+    def metadata(self) -> _values_pb2.Value:
+        """Public values given to a policy/v2 Program as PolicyContext.metadata."""
+
     def __init__(
         self,
         *,
@@ -142,10 +177,15 @@ class BenchmarkDescription(_message.Message):
         parameters: _values_pb2.Value | None = ...,
         failure_return: _builtins.float = ...,
         readme: _builtins.str = ...,
+        program_abi: _builtins.str = ...,
+        metadata: _values_pb2.Value | None = ...,
+        step_seconds: _builtins.float = ...,
+        episode_seconds: _builtins.float = ...,
+        parameters_digest: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "observation_space", b"observation_space", "parameters", b"parameters"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "metadata", b"metadata", "observation_space", b"observation_space", "parameters", b"parameters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "description", b"description", "direction", b"direction", "failure_return", b"failure_return", "horizon", b"horizon", "id", b"id", "observation_space", b"observation_space", "parameters", b"parameters", "primary_metric", b"primary_metric", "readme", b"readme"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "description", b"description", "direction", b"direction", "episode_seconds", b"episode_seconds", "failure_return", b"failure_return", "horizon", b"horizon", "id", b"id", "metadata", b"metadata", "observation_space", b"observation_space", "parameters", b"parameters", "parameters_digest", b"parameters_digest", "primary_metric", b"primary_metric", "program_abi", b"program_abi", "readme", b"readme", "step_seconds", b"step_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -363,6 +403,7 @@ class EpisodeRecord(_message.Message):
     LOOP_SECONDS_FIELD_NUMBER: _builtins.int
     STARTUP_SECONDS_FIELD_NUMBER: _builtins.int
     ARTIFACTS_FIELD_NUMBER: _builtins.int
+    EVIDENCE_FIELD_NUMBER: _builtins.int
     outcome: Global___RunnerOutcome.ValueType
     message: _builtins.str
     traceback: _builtins.str
@@ -381,6 +422,10 @@ class EpisodeRecord(_message.Message):
     """
     startup_seconds: _builtins.float
     """From Start sent to Ready received: importing policy.py and make_policy()."""
+    evidence: _builtins.bytes
+    """The Episode's whole trajectory as the Benchmark's own encoding (actions, observations, rewards,
+    per-step metrics, frames), bounded by the runner; carried by the Host to BuildFeedback, never published.
+    """
     @_builtins.property
     def episode(self) -> Global___EpisodeSpec: ...
     @_builtins.property
@@ -412,10 +457,11 @@ class EpisodeRecord(_message.Message):
         loop_seconds: _builtins.float = ...,
         startup_seconds: _builtins.float = ...,
         artifacts: _abc.Iterable[Global___Artifact] | None = ...,
+        evidence: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifacts", b"artifacts", "environment_seconds", b"environment_seconds", "episode", b"episode", "failure", b"failure", "loop_seconds", b"loop_seconds", "message", b"message", "outcome", b"outcome", "output_tail", b"output_tail", "policy_seconds", b"policy_seconds", "startup_seconds", b"startup_seconds", "steps", b"steps", "summary", b"summary", "terminated", b"terminated", "total_reward", b"total_reward", "traceback", b"traceback", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifacts", b"artifacts", "environment_seconds", b"environment_seconds", "episode", b"episode", "evidence", b"evidence", "failure", b"failure", "loop_seconds", b"loop_seconds", "message", b"message", "outcome", b"outcome", "output_tail", b"output_tail", "policy_seconds", b"policy_seconds", "startup_seconds", b"startup_seconds", "steps", b"steps", "summary", b"summary", "terminated", b"terminated", "total_reward", b"total_reward", "traceback", b"traceback", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -447,17 +493,25 @@ class Artifact(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
+    MEDIA_TYPE_FIELD_NUMBER: _builtins.int
+    RETENTION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """A relative POSIX path ("trace.jsonl", "episode-000/replay.gif")."""
     data: _builtins.bytes
+    media_type: _builtins.str
+    """"" lets the Host guess from the name."""
+    retention: Global___ArtifactRetention.ValueType
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         data: _builtins.bytes = ...,
+        media_type: _builtins.str = ...,
+        retention: Global___ArtifactRetention.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "media_type", b"media_type", "name", b"name", "retention", b"retention"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -178,11 +178,15 @@ class Value(_message.Message):
     LIST_FIELD_NUMBER: _builtins.int
     MAP_FIELD_NUMBER: _builtins.int
     NONE_FIELD_NUMBER: _builtins.int
+    TUPLE_FIELD_NUMBER: _builtins.int
+    UINT64_FIELD_NUMBER: _builtins.int
     float64: _builtins.float
     int64: _builtins.int
     boolean: _builtins.bool
     text: _builtins.str
     raw: _builtins.bytes
+    uint64: _builtins.int
+    """An integer above the signed 64-bit range (up to 2**64 - 1)."""
     @_builtins.property
     def tensor(self) -> Global___Tensor: ...
     @_builtins.property
@@ -191,6 +195,10 @@ class Value(_message.Message):
     def map(self) -> Global___ValueMap: ...
     @_builtins.property
     def none(self) -> Global___Nothing: ...
+    @_builtins.property
+    def tuple(self) -> Global___ValueList:
+        """A tuple, kept apart from a list for Programs whose values are exact types (policy/v2)."""
+
     def __init__(
         self,
         *,
@@ -203,12 +211,14 @@ class Value(_message.Message):
         list: Global___ValueList | None = ...,
         map: Global___ValueMap | None = ...,
         none: Global___Nothing | None = ...,
+        tuple: Global___ValueList | None = ...,
+        uint64: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["boolean", b"boolean", "float64", b"float64", "int64", b"int64", "kind", b"kind", "list", b"list", "map", b"map", "none", b"none", "raw", b"raw", "tensor", b"tensor", "text", b"text"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["boolean", b"boolean", "float64", b"float64", "int64", b"int64", "kind", b"kind", "list", b"list", "map", b"map", "none", b"none", "raw", b"raw", "tensor", b"tensor", "text", b"text", "tuple", b"tuple", "uint64", b"uint64"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boolean", b"boolean", "float64", b"float64", "int64", b"int64", "kind", b"kind", "list", b"list", "map", b"map", "none", b"none", "raw", b"raw", "tensor", b"tensor", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boolean", b"boolean", "float64", b"float64", "int64", b"int64", "kind", b"kind", "list", b"list", "map", b"map", "none", b"none", "raw", b"raw", "tensor", b"tensor", "text", b"text", "tuple", b"tuple", "uint64", b"uint64"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["tensor", "float64", "int64", "boolean", "text", "raw", "list", "map", "none"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["tensor", "float64", "int64", "boolean", "text", "raw", "list", "map", "none", "tuple", "uint64"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
