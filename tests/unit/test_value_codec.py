@@ -180,10 +180,18 @@ def test_dict_keys_must_be_strings(key):
         encode({key: 1})
 
 
-@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, 10**30, np.uint64(2**63)], ids=repr)
+@pytest.mark.parametrize("number", [2**64, -(2**63) - 1, 10**30, -(10**30)], ids=repr)
 def test_integers_outside_64_bits_are_rejected(number):
     with pytest.raises(ValueCodecError, match="64 bits"):
         encode(number)
+
+
+@pytest.mark.parametrize("number", [2**63, 2**64 - 1, np.uint64(2**63), np.uint64(2**64 - 1)], ids=repr)
+def test_integers_above_the_signed_range_round_trip_as_unsigned_64_bit(number):
+    assert encode(number).WhichOneof("kind") == "uint64"
+    result = round_trip(number)
+    assert result == int(number)
+    assert type(result) is int
 
 
 def tensor(dtype: int, shape: list[int], data: bytes) -> pb.Tensor:

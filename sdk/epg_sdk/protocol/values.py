@@ -1,7 +1,14 @@
-"""Conversion between Python/NumPy values and the `epg.v1.Value` message."""
+"""Conversion between Python values and the `epg.v1.Value` message, in two views.
+
+`encode`/`decode` are our Program ABI's view (NumPy arrays and scalars, tuples
+read back as lists). `encode_exact`/`decode_exact` are EvoPolicyGym's
+`policy/v2` view: exact Python carriers only, `TensorValue` for tensors, tuples
+kept apart from lists, unsigned 64-bit integers.
+"""
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
@@ -29,6 +36,10 @@ _CODES_BY_DTYPE: dict[np.dtype, pb.DType.ValueType] = {np.dtype(name).newbyteord
 _CODES_BY_DTYPE.update({np.dtype(name).newbyteorder("|"): code for name, code in _DTYPES.items() if np.dtype(name).itemsize == 1})
 _NATIVE_LITTLE = np.dtype("<f4").isnative
 MAX_DEPTH = 32
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+_DTYPE_NAMES: dict[int, str] = {code: name for name, code in _DTYPES.items()}
+_FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
+_TENSOR_VALUE: type | None = None  # evopolicygym.policy.TensorValue, imported on first use
 
 
 class ValueCodecError(ValueError):
@@ -38,8 +49,11 @@ class ValueCodecError(ValueError):
 def encode(obj: Any, _depth: int = 0) -> pb.Value:
     """Return the Value message for obj.
 
-    Accepts None, bool, int, float, str, bytes, NumPy arrays and scalars, and
-    lists, tuples and str-keyed dicts of those. Raises ValueCodecError otherwise.
+    Accepts None, bool, int (signed or unsigned 64-bit), float, str, bytes,
+    NumPy arrays and scalars, EvoPolicyGym `TensorValue`s, and lists, tuples and
+    str-keyed dicts of those. Tuples are written as lists: the messages of our
+    ABI stay what they were byte for byte (`encode_exact` keeps tuples).
+    Raises ValueCodecError otherwise.
     """
     value = pb.Value()
     _fill(value, obj, _depth)
@@ -71,9 +85,12 @@ def _fill(value: pb.Value, obj: Any, depth: int) -> None:
         value.boolean = bool(obj)
     elif isinstance(obj, (int, np.integer)):
         number = int(obj)
-        if not -(2**63) <= number < 2**63:
-            raise ValueCodecError(f"integer {number} does not fit in 64 bits")
-        value.int64 = number
+        if _INT64_MIN <= number <= _INT64_MAX:
+            value.int64 = number
+        elif _INT64_MAX < number <= _UINT64_MAX:
+            value.uint64 = number
+        else:
+            raise ValueCodecError(f"integer {number} does not fit in 64 bits (signed or unsigned)")
     elif isinstance(obj, (float, np.floating)):
         value.float64 = float(obj)
     elif isinstance(obj, str):
@@ -92,6 +109,8 @@ def _fill(value: pb.Value, obj: Any, depth: int) -> None:
             if not isinstance(key, str):
                 raise ValueCodecError(f"map keys must be strings, not {type(key).__name__}")
             _fill(entries[key], item, depth + 1)
+    elif type(obj).__name__ == "TensorValue" and all(hasattr(obj, name) for name in ("dtype", "shape", "data")):
+        _fill_tensor_value(value.tensor, obj)
     else:
         raise ValueCodecError(f"cannot encode a value of type {type(obj).__name__}")
 
@@ -105,6 +124,167 @@ def _fill_tensor(tensor: pb.Tensor, array: np.ndarray) -> None:
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     tensor.data = array.tobytes()
+
+
+def _fill_tensor_value(tensor: pb.Tensor, obj: Any) -> None:
+    """Write a TensorValue after checking what its class promises (a hostile one may lie)."""
+    dtype, shape, data = obj.dtype, obj.shape, obj.data
+    if type(dtype) is not str or dtype not in _DTYPES:
+        raise ValueCodecError(f"unsupported TensorValue dtype {dtype!r}")
+    if type(shape) is not tuple or any(type(size) is not int or not 0 <= size <= _INT64_MAX for size in shape):
+        raise ValueCodecError("TensorValue shape must be a tuple of non-negative 64-bit ints")
+    if type(data) is not bytes:
+        raise ValueCodecError(f"TensorValue data must be bytes, not {type(data).__name__}")
+    if len(data) != math.prod(shape) * _NUMPY_DTYPES[_DTYPES[dtype]].itemsize:
+        raise ValueCodecError(f"TensorValue of shape {shape} and dtype {dtype} does not match its {len(data)} bytes")
+    _check_tensor_elements(dtype, data)
+    tensor.dtype = _DTYPES[dtype]
+    tensor.shape.extend(shape)
+    tensor.data = data
+
+
+def _check_tensor_elements(dtype: str, data: bytes) -> None:
+    if dtype == "bool" and data.translate(None, b"\x00\x01"):
+        raise ValueCodecError("a bool tensor holds bytes other than 0 and 1")
+    if dtype in _FLOAT_DTYPES and data and not np.isfinite(np.frombuffer(data, dtype=_NUMPY_DTYPES[_DTYPES[dtype]])).all():
+        raise ValueCodecError("a floating tensor holds a value that is not finite")
+
+
+def encode_exact(obj: object) -> pb.Value:
+    """Return the Value message of an exact `policy/v2` value.
+
+    Accepts exactly None, bool, int in [-2**63, 2**64 - 1], finite float, str,
+    bytes, `evopolicygym.policy.TensorValue`, and list, tuple and dict with str
+    keys of those, nested at most MAX_DEPTH deep: the classes themselves (`type(x)
+    is int`), never a subclass, a NumPy value or another sequence. Raises
+    ValueCodecError for anything else.
+    """
+    value = pb.Value()
+    _fill_exact_checked(value, obj)
+    return value
+
+
+def encode_exact_into(value: pb.Value, obj: object) -> None:
+    """Overwrite value with the exact value obj (see encode_exact). Raises ValueCodecError."""
+    value.Clear()
+    _fill_exact_checked(value, obj)
+
+
+def _fill_exact_checked(value: pb.Value, obj: object) -> None:
+    try:
+        _fill_exact(value, obj, 0)
+    except UnicodeEncodeError as exc:  # a str with a lone surrogate: not UTF-8, so not a value
+        raise ValueCodecError(f"text is not valid UTF-8: {exc}") from exc
+
+
+def _fill_exact(value: pb.Value, obj: Any, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise ValueCodecError("value nested too deeply")
+    kind = type(obj)
+    if obj is None:
+        value.none.SetInParent()
+    elif kind is bool:
+        value.boolean = obj
+    elif kind is int:
+        if _INT64_MIN <= obj <= _INT64_MAX:
+            value.int64 = obj
+        elif _INT64_MAX < obj <= _UINT64_MAX:
+            value.uint64 = obj
+        else:
+            raise ValueCodecError(f"integer {obj} does not fit in 64 bits (signed or unsigned)")
+    elif kind is float:
+        if not math.isfinite(obj):
+            raise ValueCodecError(f"float {obj} is not finite")
+        value.float64 = obj
+    elif kind is str:
+        value.text = obj
+    elif kind is bytes:
+        value.raw = obj
+    elif kind is list or kind is tuple:
+        target = value.list if kind is list else value.tuple
+        target.SetInParent()
+        items = target.items
+        for item in obj:
+            _fill_exact(items.add(), item, depth + 1)
+    elif kind is dict:
+        entries = value.map.entries
+        value.map.SetInParent()
+        for key, item in obj.items():
+            if type(key) is not str:
+                raise ValueCodecError(f"map keys must be exact strings, not {type(key).__name__}")
+            _fill_exact(entries[key], item, depth + 1)
+    elif kind.__name__ == "TensorValue" and kind is _tensor_value_class():
+        _fill_tensor_value(value.tensor, obj)
+    else:
+        raise ValueCodecError(f"{kind.__module__}.{kind.__qualname__} is not an exact policy value")
+
+
+def _tensor_value_class() -> type:
+    """evopolicygym.policy.TensorValue, imported on first use (only the policy/v2 images have it)."""
+    global _TENSOR_VALUE
+    if _TENSOR_VALUE is None:
+        try:
+            module = importlib.import_module("evopolicygym.policy")
+        except ImportError as exc:
+            raise ValueCodecError(f"TensorValue needs evopolicygym.policy, which cannot be imported: {exc}") from exc
+        _TENSOR_VALUE = module.TensorValue
+    return _TENSOR_VALUE
+
+
+def decode_exact(value: pb.Value, _depth: int = 0) -> object:
+    """Return the exact `policy/v2` value of a Value message.
+
+    Tensors become `evopolicygym.policy.TensorValue`, tuples tuples, lists
+    lists, maps dicts (keys in the order of their UTF-8 bytes, as EvoPolicyGym's
+    own wire gives them), both integer kinds int. Raises ValueCodecError for a
+    value without a kind, a float that is not finite, a malformed tensor, a
+    value nested too deeply, or when evopolicygym cannot be imported for a tensor.
+    """
+    if _depth > MAX_DEPTH:
+        raise ValueCodecError("value nested too deeply")
+    kind = value.WhichOneof("kind")
+    if kind == "int64":
+        return value.int64
+    if kind == "float64":
+        number = value.float64
+        if not math.isfinite(number):
+            raise ValueCodecError(f"float {number} is not finite")
+        return number
+    if kind == "boolean":
+        return value.boolean
+    if kind == "text":
+        return value.text
+    if kind == "raw":
+        return value.raw
+    if kind == "none":
+        return None
+    if kind == "tensor":
+        return _decode_tensor_value(value.tensor)
+    if kind == "list":
+        return [decode_exact(item, _depth + 1) for item in value.list.items]
+    if kind == "tuple":
+        return tuple(decode_exact(item, _depth + 1) for item in value.tuple.items)
+    if kind == "map":
+        entries = value.map.entries
+        return {key: decode_exact(entries[key], _depth + 1) for key in sorted(entries, key=str.encode)}
+    if kind == "uint64":
+        return value.uint64
+    raise ValueCodecError("a Value without a kind is not an exact policy value")
+
+
+def _decode_tensor_value(tensor: pb.Tensor) -> object:
+    name = _DTYPE_NAMES.get(tensor.dtype)
+    if name is None:
+        raise ValueCodecError(f"unknown tensor dtype code {tensor.dtype}")
+    shape = tuple(tensor.shape)
+    data = tensor.data
+    if min(shape, default=0) < 0 or len(data) != math.prod(shape) * _NUMPY_DTYPES[tensor.dtype].itemsize:
+        raise ValueCodecError(f"tensor of shape {shape} and dtype {name} does not match its {len(data)} bytes")
+    _check_tensor_elements(name, data)
+    try:
+        return _tensor_value_class()(dtype=name, shape=shape, data=data)
+    except (TypeError, ValueError) as exc:
+        raise ValueCodecError(f"invalid tensor: {exc}") from exc
 
 
 def decode(value: pb.Value, _depth: int = 0) -> Any:
@@ -131,6 +311,10 @@ def decode(value: pb.Value, _depth: int = 0) -> Any:
         return [decode(item, _depth + 1) for item in value.list.items]
     if kind == "map":
         return {key: decode(item, _depth + 1) for key, item in value.map.entries.items()}
+    if kind == "uint64":
+        return value.uint64
+    if kind == "tuple":
+        return [decode(item, _depth + 1) for item in value.tuple.items]  # our ABI has no tuples
     return None
 
 
