@@ -36,7 +36,8 @@ _CODES_BY_DTYPE: dict[np.dtype, pb.DType.ValueType] = {np.dtype(name).newbyteord
 _CODES_BY_DTYPE.update({np.dtype(name).newbyteorder("|"): code for name, code in _DTYPES.items() if np.dtype(name).itemsize == 1})
 _NATIVE_LITTLE = np.dtype("<f4").isnative
 MAX_DEPTH = 32
-_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+POLICY_V2_ABI = "policy/v2"  # Start.program_abi of EvoPolicyGym 0.3 Programs, whose values are the exact view
+_INT64_MAX = 2**63 - 1
 _DTYPE_NAMES: dict[int, str] = {code: name for name, code in _DTYPES.items()}
 _FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 _TENSOR_VALUE: type | None = None  # evopolicygym.policy.TensorValue, imported on first use
@@ -85,9 +86,9 @@ def _fill(value: pb.Value, obj: Any, depth: int) -> None:
         value.boolean = bool(obj)
     elif isinstance(obj, (int, np.integer)):
         number = int(obj)
-        if _INT64_MIN <= number <= _INT64_MAX:
+        if -(2**63) <= number < 2**63:  # literals, folded by the compiler: the per-step path of an int action
             value.int64 = number
-        elif _INT64_MAX < number <= _UINT64_MAX:
+        elif 2**63 <= number < 2**64:
             value.uint64 = number
         else:
             raise ValueCodecError(f"integer {number} does not fit in 64 bits (signed or unsigned)")
@@ -186,9 +187,9 @@ def _fill_exact(value: pb.Value, obj: Any, depth: int) -> None:
     elif kind is bool:
         value.boolean = obj
     elif kind is int:
-        if _INT64_MIN <= obj <= _INT64_MAX:
+        if -(2**63) <= obj < 2**63:
             value.int64 = obj
-        elif _INT64_MAX < obj <= _UINT64_MAX:
+        elif 2**63 <= obj < 2**64:
             value.uint64 = obj
         else:
             raise ValueCodecError(f"integer {obj} does not fit in 64 bits (signed or unsigned)")
