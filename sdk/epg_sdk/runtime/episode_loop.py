@@ -77,16 +77,22 @@ class _EnvironmentFault(Exception):
 
 def start_frame(benchmark: Benchmark, policy_seed: int, program_dir: str, tail_bytes: int) -> policy_pb2.PolicyFrame:
     spec = benchmark.spec
+    program_abi = getattr(spec, "program_abi", "")
+    metadata = getattr(spec, "metadata", {})
+    encode = values.encode_exact if program_abi == values.POLICY_V2_ABI else values.encode  # policy/v2: tuples stay tuples
     frame = policy_pb2.PolicyFrame()
     start = frame.start
     start.abi_version = 1
     start.benchmark_id = spec.id
-    start.observation_space.CopyFrom(values.encode(spec.observation_space))
-    start.action_space.CopyFrom(values.encode(spec.action_space))
-    start.parameters.CopyFrom(values.encode(spec.parameters))
+    start.observation_space.CopyFrom(encode(spec.observation_space))
+    start.action_space.CopyFrom(encode(spec.action_space))
+    start.parameters.CopyFrom(encode(spec.parameters))
     start.policy_seed = policy_seed
     start.program_dir = program_dir
     start.output_tail_bytes = tail_bytes
+    start.program_abi = program_abi
+    if metadata:  # none: our Benchmarks' Start stays what it was byte for byte
+        start.metadata.CopyFrom(encode(dict(metadata)))
     return frame
 
 

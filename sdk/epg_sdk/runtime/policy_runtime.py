@@ -5,7 +5,13 @@ It connects to the runner's socket, waits for Start, imports the Program's
 step. Frames travel over the socket, never over stdout: the policy's own
 stdout and stderr go to a bounded in-memory tail reported to the runner.
 
-Imports: the standard library, NumPy, protobuf, epg_sdk.protocol only.
+Two Program ABIs, chosen by Start.program_abi: "" (ours: NumPy values, our
+PolicyContext) and "policy/v2" (EvoPolicyGym 0.3: exact Python values in and
+out, `evopolicygym.policy.PolicyContext`; an action that is not an exact value
+is reported as POLICY_FAULT_ENCODE, the runner's invalid action).
+
+Imports: the standard library, NumPy, protobuf, epg_sdk.protocol only
+(`evopolicygym.policy`, for policy/v2 only, when a Start asks for it).
 
 Start-up is on the critical path of every cold Episode, so the runtime loads
 only what every Episode needs, with the garbage collector off while modules
@@ -150,8 +156,33 @@ def _connect(path: str) -> socket.socket:
             time.sleep(0.01)
 
 
+def _exact_context(start: pb.Start) -> Any:
+    """The `evopolicygym.policy.PolicyContext` of a policy/v2 Program, its values decoded exactly.
+
+    Raises ValueCodecError for a value that is not exact, ImportError when evopolicygym is missing.
+    """
+    context_class = importlib.import_module("evopolicygym.policy").PolicyContext
+    mappings = {}
+    for name in ("metadata", "parameters"):
+        mapping = values.decode_exact(getattr(start, name)) if start.HasField(name) else {}
+        if type(mapping) is not dict:
+            raise values.ValueCodecError(f"Start.{name} of a policy/v2 Program must be a map, not {type(mapping).__name__}")
+        mappings[name] = mapping
+    return context_class(
+        observation_space=values.decode_exact(start.observation_space),
+        action_space=values.decode_exact(start.action_space),
+        metadata=mappings["metadata"],
+        environment_parameters=mappings["parameters"],
+        policy_seed=start.policy_seed,
+    )
+
+
 def _load_policy(start: pb.Start) -> Any:
     program_dir = start.program_dir
+    if start.program_abi not in ("", values.POLICY_V2_ABI):
+        raise ValueError(f"this runtime does not speak the Program ABI {start.program_abi!r}")
+    # Made before the Program's code runs: importing policy.py cannot replace the PolicyContext class first.
+    exact_context = _exact_context(start) if start.program_abi == values.POLICY_V2_ABI else None
     os.chdir(program_dir)
     sys.path.insert(0, program_dir)
     source = os.path.join(program_dir, "policy.py")
@@ -164,7 +195,7 @@ def _load_policy(start: pb.Start) -> Any:
     make_policy = getattr(module, "make_policy", None)
     if not callable(make_policy):
         raise AttributeError("policy.py does not define a callable make_policy(context)")
-    context = PolicyContext(
+    context = exact_context if exact_context is not None else PolicyContext(
         benchmark_id=start.benchmark_id,
         observation_space=values.decode(start.observation_space),
         action_space=values.decode(start.action_space),
@@ -208,7 +239,10 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
     channel.send(ready)
 
     act = policy.act
-    decode, encode_into = values.decode, values.encode_into
+    if start.start.program_abi == values.POLICY_V2_ABI:
+        decode, encode_into = values.decode_exact, values.encode_exact_into
+    else:
+        decode, encode_into = values.decode, values.encode_into
     incoming = pb.PolicyFrame()
     answer = pb.RuntimeFrame()
     action_value = answer.action.value
