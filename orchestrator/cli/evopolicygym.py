@@ -436,8 +436,8 @@ def sweep(
     again: Annotated[bool, typer.Option("--again", help="Sweep packages already recorded as passed too.")] = False,
     build_timeout: Annotated[float, typer.Option("--build-timeout", min=1.0, help="Seconds allowed for a package's image build.")] = 3600.0,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds allowed for its env test, and for its evaluation.")] = 1800.0,
-    cli: Annotated[str, typer.Option("--cli", envvar="EPG_SWEEP_CLI", hidden=True,
-                                     help="The command run for each step instead of this CLI (tests give a stub).")] = "",
+    cli: Annotated[str, typer.Option("--cli", envvar="EPG_SWEEP_CLI", show_default=False,
+                                     help="The command each step runs instead of `python -m orchestrator.cli.app` (tests give a stub).")] = "",
     base: Base = "auto",
     as_json: Json = False,
 ) -> None:
