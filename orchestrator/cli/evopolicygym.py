@@ -376,12 +376,17 @@ def sweep_document(checkout: Path, episodes: int, results: Sequence[PackageResul
             "packages": [r.to_json() for r in ordered]}
 
 
-def _cell(text: str, limit: int = TABLE_REASON_CHARS, *, keep_end: bool = False) -> str:
-    """Text for one Markdown table cell: one line, pipes escaped, at most limit characters (its start, or its end)."""
+def _cell(text: str, limit: int = TABLE_REASON_CHARS) -> str:
+    """Text for one Markdown table cell: one line, pipes escaped, at most limit characters."""
     flat = " ".join(text.split())
     if len(flat) > limit:
-        flat = "..." + flat[-(limit - 3):] if keep_end else flat[:limit - 3] + "..."
+        flat = flat[:limit - 3] + "..."
     return flat.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _benchmarks_cell(benchmarks: Sequence[str]) -> str:
@@ -392,12 +397,13 @@ def _benchmarks_cell(benchmarks: Sequence[str]) -> str:
 
 
 def sweep_table(results: Sequence[PackageResult]) -> str:
-    """sweep.md's table: one row per package, by family then path; a reason keeps its end (the error is last)."""
+    """sweep.md's table: one row per package, by family then path; of a reason, its last line (the error; sweep.json
+    has the whole reason)."""
     lines = ["| package | family | benchmarks | status | baseline mean | time | reason |", "|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (r.family, r.path)):
         mean = "-" if r.baseline_mean is None else f"{r.baseline_mean:.4g}"
         lines.append(f"| {_cell(r.path)} | {_cell(r.family)} | {_cell(_benchmarks_cell(r.benchmarks))} | {r.status} | {mean} | "
-                     f"{r.seconds:.0f} s | {_cell(r.reason, keep_end=True) or '-'} |")
+                     f"{r.seconds:.0f} s | {_cell(_last_line(r.reason)) or '-'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -198,7 +198,11 @@ def test_sweep_md_is_a_table_of_package_family_benchmarks_status_baseline_mean_t
         "| gymnasium/classic_control/cartpole | gymnasium | a, b, c (+2 more) | passed | 487.2 | ")
     taxi = cells["gymnasium/toy_text/taxi"]
     assert "| build_failed | - |" in taxi and taxi.endswith("error: taxi: build broke \\| badly |")
-    assert all(row.count(" | ") == 6 for row in rows)  # the reason's pipe is escaped, its newlines flattened
+    assert "progress line" not in taxi  # the reason's last line: the whole reason is in sweep.json
+    assert all(row.count(" | ") == 6 for row in rows)  # the reason's pipe is escaped
+    long = PackageResult(package="p", path="f/p", family="f", status="evaluate_failed", reason="first\n" + "why " * 200)
+    (row,) = sweep_table([long]).splitlines()[2:]
+    assert row.endswith(" | " + ("why " * 60)[:237] + "... |")
 
 
 def test_a_resumed_sweep_skips_packages_recorded_as_passed_unless_again(checkout: Path, tmp_path: Path, stub: Stub) -> None:
