@@ -173,14 +173,17 @@ def selected(packages: Sequence[SweepPackage], patterns: Sequence[str]) -> list[
 
 
 def image_name(package: SweepPackage) -> str:
-    """The name of the package's environment image, as the catalogue reads it; `env-epg-<directory>` when the catalogue
-    cannot read the package (then `images build` says why)."""
-    from orchestrator.images.catalogue import CatalogueError, load_package  # pydantic: loaded by the command only
+    """The name of the package's environment image, as the catalogue finds it in the package's directory;
+    `env-epg-<directory>` when the catalogue finds no package there or cannot read it (then `images build` says why)."""
+    from orchestrator.images.catalogue import CatalogueError, discover  # pydantic: loaded by the command only
 
     try:
-        return load_package(package.root).table.image
+        found = [p for p in discover([package.root], installed=False) if p.root.resolve() == package.root.resolve()]
     except CatalogueError:
-        return "env-epg-" + re.sub(r"[^a-z0-9]+", "-", package.root.name.lower()).strip("-")
+        found = []
+    if len(found) == 1:
+        return found[0].table.image
+    return "env-epg-" + re.sub(r"[^a-z0-9]+", "-", package.root.name.lower()).strip("-")
 
 
 # --- one step, one package -----------------------------------------------------------------------------------------

@@ -4,8 +4,11 @@ told per package."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -13,9 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import invoke_cli
+from support.cli import REPO, invoke_cli
 
-from orchestrator.cli.evopolicygym import STATUSES, PackageResult, find_packages, read_results, selected, sweep_table, tail
+from orchestrator.cli.evopolicygym import (
+    STATUSES,
+    PackageResult,
+    SweepPackage,
+    find_packages,
+    image_name,
+    read_results,
+    selected,
+    sweep_table,
+    tail,
+)
 
 STUB = textwrap.dedent('''
     import json, os, sys, time
@@ -273,3 +286,39 @@ def test_records_read_back_refuse_an_unknown_status_and_tail_is_bounded(tmp_path
     assert len(bounded) == 2000 and bounded.endswith("line 99 " + "x" * 400) and "line 87" not in bounded
     assert STATUSES == ("passed", "build_failed", "env_test_failed", "evaluate_failed", "timeout")
     assert sweep_table([]).count("\n") == 2
+
+
+def test_image_name_is_the_catalogues_and_a_directory_it_does_not_know_gets_the_env_epg_name(tmp_path: Path) -> None:
+    ours = REPO / "environments" / "cartpole"
+    assert image_name(SweepPackage(root=ours, path="cartpole", family="cartpole", module="epg_env_cartpole")) == "env-cartpole"
+    unknown = tmp_path / "Odd_Name.2"
+    unknown.mkdir()
+    assert image_name(SweepPackage(root=unknown, path="x/Odd_Name.2", family="x", module="odd")) == "env-epg-odd-name-2"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sigterm_stops_the_steps_under_way_records_nothing_for_them_and_exits_130(checkout: Path, tmp_path: Path, stub: Stub,
+                                                                                jobs: str) -> None:
+    stub.behave({"cartpole": {"env": "hang"}})
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli.app", "evopolicygym", "sweep", str(checkout), "--out", str(out), "--only", "*/c*",
+         "--jobs", jobs], env={**os.environ, **stub.env()}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    pid_file = stub.log.with_suffix(".pid")
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists():
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.stderr else ""
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 130
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), 0)  # the hanging env test was stopped with the sweep
+    finally:  # a failing test leaves neither the sweep nor its stub running
+        process.kill()
+        process.wait()
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    recorded = read_results(out)
+    assert "gymnasium/classic_control/cartpole" not in recorded  # swept again next time, not recorded as failed
