@@ -141,12 +141,15 @@ def _module_of(root: Path, data: dict[str, Any]) -> str:
 def find_packages(checkout: Path, max_depth: int = MAX_DEPTH) -> list[SweepPackage]:
     """Return the EvoPolicyGym packages of checkout, sorted by path.
 
-    Searched: checkout/environments when it exists, else checkout itself, at most max_depth levels down. A package is
-    a directory whose pyproject.toml lists `evopolicygym` among its dependencies; the kernel's own pyproject.toml (name
-    evopolicygym) is none, a package's subdirectories are not searched, and hidden, symlinked, test and build
-    directories are skipped.
+    Searched: checkout/environments when it exists, else checkout itself (which may be one package), at most
+    max_depth levels down. A package is a directory whose pyproject.toml lists `evopolicygym` among its dependencies;
+    the kernel's own pyproject.toml (name evopolicygym) is none, nothing below a directory holding a pyproject.toml is
+    searched, and hidden, symlinked, virtual environment and build directories are skipped.
     """
     base = checkout / "environments" if (checkout / "environments").is_dir() else checkout
+    is_package, data = _depends_on_evopolicygym(base / "pyproject.toml") if (base / "pyproject.toml").is_file() else (False, {})
+    if is_package:
+        return [SweepPackage(root=base, path=base.name, family=base.name, module=_module_of(base, data))]
     found: list[SweepPackage] = []
     pending = [(base, 0)]
     while pending:

@@ -160,6 +160,8 @@ def test_find_packages_takes_every_package_depending_on_evopolicygym_and_not_the
     ]
     assert packages[1].baseline == environments / "gymnasium/classic_control/cartpole/src/cartpole/programs/baseline"
     assert [p.path for p in find_packages(environments / "minigrid")] == ["babyai"]  # a directory of packages, not a checkout
+    (one,) = find_packages(environments / "crafter" / "crafter")  # one package
+    assert (one.root, one.path, one.module) == (environments / "crafter" / "crafter", "crafter", "crafter")
     assert [p.path for p in selected(packages, ["gymnasium/*", "crafter"])] == ["crafter/crafter", "gymnasium/classic_control/cartpole"]
 
 
