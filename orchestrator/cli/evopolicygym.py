@@ -458,7 +458,8 @@ def sweep(
 
     --out defaults to ./evopolicygym-sweep; it also holds each step's log tail (logs/) and each evaluation's records
     (evaluations/). Resumable: packages recorded there as passed are skipped unless --again.
-    Exit status: 0 every selected package passed, 1 one did not (or a bad checkout or record), 2 usage.
+    Exit status: 0 every selected package passed, 1 one did not (or a bad checkout or record), 2 usage, 3 a step's
+    command could not be started or --out written.
     """
     json_mode(as_json)
     out_dir = out_dir or Path("evopolicygym-sweep")
@@ -474,7 +475,10 @@ def sweep(
     settings = SweepSettings(cli=_cli_command(cli), out=out_dir, episodes=episodes, base=base, build_timeout_s=build_timeout,
                              timeout_s=timeout)
     pending = [p for p in packages if again or p.path not in results or results[p.path].status != "passed"]
-    _sweep(pending, settings, results, checkout, jobs, quiet=as_json)
+    try:
+        _sweep(pending, settings, results, checkout, jobs, quiet=as_json)
+    except OSError as exc:  # the step command cannot be started, or --out cannot be written
+        fail(f"the sweep stopped: {exc}", ExitCode.INFRASTRUCTURE)
     mine = [results[p.path] for p in packages]
     if as_json:
         print_json(sweep_document(checkout, episodes, mine))

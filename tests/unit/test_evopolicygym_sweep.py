@@ -264,7 +264,7 @@ def test_jobs_sweep_packages_at_once_with_the_same_records(checkout: Path, tmp_p
     assert result.json()["counts"] == {"passed": 4, "build_failed": 1, "env_test_failed": 0, "evaluate_failed": 0, "timeout": 0}
 
 
-def test_a_checkout_without_packages_or_with_a_foreign_sweep_json_is_refused(tmp_path: Path, checkout: Path, stub: Stub) -> None:
+def test_a_checkout_without_packages_a_foreign_sweep_json_or_a_step_command_that_cannot_start_is_refused(tmp_path: Path, checkout: Path, stub: Stub) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     result = sweep(empty, tmp_path / "out", stub)
@@ -275,6 +275,9 @@ def test_a_checkout_without_packages_or_with_a_foreign_sweep_json_is_refused(tmp
     result = sweep(checkout, out, stub)
     assert result.exit_code == 1 and "not a sweep record" in result.stderr
     assert stub.calls() == []
+    result = sweep(checkout, tmp_path / "out", stub, "--cli", str(tmp_path / "no-such-command"))
+    assert result.exit_code == 3 and "error: the sweep stopped:" in result.stderr and "no-such-command" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_records_read_back_refuse_an_unknown_status_and_tail_is_bounded(tmp_path: Path) -> None:
