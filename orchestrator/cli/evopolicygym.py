@@ -377,6 +377,7 @@ def counts(results: Sequence[PackageResult]) -> dict[str, int]:
 
 
 def sweep_document(checkout: Path, episodes: int, results: Sequence[PackageResult]) -> dict[str, Any]:
+    """sweep.json's document: the checkout, the Episodes, the count of each status and the results by path."""
     ordered = sorted(results, key=lambda r: r.path)
     return {"schema": SCHEMA, "checkout": str(checkout), "episodes": episodes, "counts": counts(ordered),
             "packages": [r.to_json() for r in ordered]}
@@ -414,6 +415,7 @@ def sweep_table(results: Sequence[PackageResult]) -> str:
 
 
 def sweep_markdown(checkout: Path, episodes: int, results: Sequence[PackageResult]) -> str:
+    """sweep.md: a heading, how many packages passed and how the others ended, then sweep_table."""
     tally = counts(results)
     others = ", ".join(f"{n} {status}" for status, n in tally.items() if status != "passed" and n)
     return (f"# EvoPolicyGym sweep\n\nCheckout `{checkout}`, baseline evaluated on {episodes} Episodes.\n\n"
