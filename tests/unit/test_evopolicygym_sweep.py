@@ -5,11 +5,13 @@ told per package."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 from pathlib import Path
@@ -327,3 +329,36 @@ def test_sigterm_stops_the_steps_under_way_records_nothing_for_them_and_exits_13
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
     recorded = read_results(out)
     assert "gymnasium/classic_control/cartpole" not in recorded  # swept again next time, not recorded as failed
+
+
+MIRROR = Path("/work/.mirror/Linzwcs+EvoPolicyGym/repo")
+
+
+@pytest.fixture
+def reference_checkout(tmp_path: Path) -> Path:
+    """EvoPolicyGym's own repository: the checkout EPG_EVOPOLICYGYM_CHECKOUT names, else its packages' tree taken from
+    the mirror with `git archive` (the kernel's pyproject.toml and environments/)."""
+    named = os.environ.get("EPG_EVOPOLICYGYM_CHECKOUT")
+    if named:
+        return Path(named)
+    if not MIRROR.is_dir():
+        pytest.skip(f"no EvoPolicyGym checkout: set EPG_EVOPOLICYGYM_CHECKOUT, or keep its mirror at {MIRROR}")
+    archive = subprocess.run(["git", "-C", str(MIRROR), "archive", "HEAD", "pyproject.toml", "environments"], capture_output=True,
+                             check=True, timeout=120).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tmp_path / "EvoPolicyGym", filter="data")
+    return tmp_path / "EvoPolicyGym"
+
+
+def test_the_references_63_packages_are_found_with_their_baselines_and_not_its_kernel_or_a_vendored_project(
+        reference_checkout: Path, tmp_path: Path, stub: Stub) -> None:
+    packages = find_packages(reference_checkout)
+    assert len(packages) == 63
+    assert all((p.root / "src" / p.module).is_dir() and (p.baseline / "policy.py").is_file() for p in packages)
+    assert not [p for p in packages if "vendor" in p.path.split("/")]  # jackdaw/balatro/vendor/jackdaw is the package's own
+    assert {"gymnasium", "minigrid", "atcoder", "dm_control", "jackdaw"} <= {p.family for p in packages}
+    out = tmp_path / "out"
+    result = sweep(reference_checkout, out, stub, "--only", "gymnasium/classic_control/*", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(line["package"] for line in result.json()["packages"]) == [
+        "acrobot", "cartpole", "mountain_car", "mountain_car_continuous", "pendulum"]
