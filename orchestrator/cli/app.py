@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import envtest, evaluate, housekeeping, images, run, runs, suite
+from orchestrator.cli import envtest, evaluate, evopolicygym, housekeeping, images, run, runs, suite
 from orchestrator.cli.common import ExitCode, fail, missing_extra_message, optional_module_missing
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ app.add_typer(runs.runs_app, name="runs")
 app.add_typer(suite.app, name="suite")
 app.add_typer(images.app, name="images")
 app.add_typer(envtest.app, name="env")
+app.add_typer(evopolicygym.app, name="evopolicygym")
 app.command("gc")(housekeeping.gc)
 app.command("benchmarks")(housekeeping.benchmarks)
 
