@@ -13,6 +13,8 @@ from typing import Any, Callable
 from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet
+from orchestrator.hostclient.feedback_view import LATEST, SUBMISSIONS, VIEW_DIRECTORY
+from orchestrator.kernel.program import SAFE_DIR_FLAGS
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.spec import (
@@ -112,13 +114,35 @@ def hand_workspace_to_agent(records: RunDirectory) -> str:
 
     A root Host gives both trees to AGENT_UID without following anything the
     agent planted (run.workspace.hand_over). Otherwise the agent runs as the
-    Host's own uid, which owns them already.
+    Host's own uid, which owns them already. The Feedback view EvoPolicyGym's
+    agents read (prepare_feedback_view) is the agent's too.
     """
+    prepare_feedback_view(records.workspace)
     if os.geteuid() != 0:
         return f"{os.getuid()}:{os.getgid()}"
-    hand_over(records.workspace, ("program", "analysis"), AGENT)
+    hand_over(records.workspace, ("program", "analysis", VIEW_DIRECTORY), AGENT)
     os.chmod(records.workspace, 0o755)
     return f"{AGENT_UID}:{AGENT_UID}"
+
+
+def prepare_feedback_view(workspace: Path) -> None:
+    """Make workspace/.evopolicygym, where `evopolicygym-session` writes EvoPolicyGym's view of each Submission's
+    Feedback as the agent, and link feedback/latest.json and feedback/submissions there. Idempotent.
+
+    feedback/ is the Host's, read-only to the agent, so it can plant nothing there; the two links are the
+    Host's own and lead only into the agent's directory, through which the Host never reads or writes (the copy
+    of the workspace after the agent phase leaves links out).
+    """
+    os.makedirs(workspace / VIEW_DIRECTORY, mode=0o755, exist_ok=True)
+    feedback = os.open(workspace / "feedback", SAFE_DIR_FLAGS)
+    try:
+        for name in (LATEST, SUBMISSIONS):
+            try:
+                os.symlink(f"../{VIEW_DIRECTORY}/{name}", name, dir_fd=feedback)
+            except FileExistsError:
+                pass
+    finally:
+        os.close(feedback)
 
 
 def agent_spec(
