@@ -73,13 +73,16 @@ def artifact_documents(ours: list[Any], directory: Path) -> list[dict[str, Any]]
     """
     documents = []
     for entry in ours:
-        if isinstance(entry, str):
-            name, media_type, retention = entry, None, None
-        elif isinstance(entry, dict) and isinstance(entry.get("name") or entry.get("path"), str):
-            name = entry.get("name") or entry.get("path")
+        media_type: Any = None
+        retention: Any = None
+        if isinstance(entry, dict):
+            named = entry.get("name") or entry.get("path")
             media_type, retention = entry.get("media_type"), entry.get("retention")
         else:
+            named = entry
+        if not isinstance(named, str):
             continue
+        name = named
         size, digest = _measure(directory / "artifacts" / name)
         documents.append({
             "name": name,

@@ -17,6 +17,8 @@ from orchestrator.hostclient.feedback_view import LATEST, SUBMISSIONS, VIEW_DIRE
 from orchestrator.kernel.program import SAFE_DIR_FLAGS
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run.skills import MOUNT_ROOT as SKILLS_DIR
+from orchestrator.run.skills import StoredSkill, store_skills
 from orchestrator.run.spec import (
     ClaudeCodeAgent,
     CodexAgent,
@@ -70,6 +72,21 @@ def prepare_plan(spec: RunSpec, spec_dir: Path, records: RunDirectory, random_pr
     (plan_dir / "plan.json").write_text(json.dumps({"steps": steps, "finish": agent.finish}, indent=2))
     _world_readable(plan_dir)
     return plan_dir
+
+
+def prepare_skills(spec: RunSpec, spec_dir: Path, records: RunDirectory) -> tuple[StoredSkill, ...]:
+    """The Run's agent skills, stored under records/skills/ and recorded in run.json at the Run's first start.
+
+    A resume takes them from run.json (their stored copies), not again from the Host's directories, so every
+    attempt of the agent sees the same skills. Raises run.skills.SkillError for a directory that cannot be stored.
+    """
+    recorded = records.read_manifest().skills
+    if recorded is not None:
+        return tuple(StoredSkill(name=item.name, digest=item.digest, files=item.files, bytes=item.bytes) for item in recorded)
+    skills = tuple(store_skills(list(spec.agent.skills), spec_dir, records.root / "skills"))
+    if skills:
+        records.update_manifest(skills=[skill.to_json() for skill in skills])
+    return skills
 
 
 def _world_readable(root: Path) -> None:
@@ -147,8 +164,10 @@ def prepare_feedback_view(workspace: Path) -> None:
 
 def agent_spec(
     *, image: str, spec: RunSpec, records: RunDirectory, labels: LabelSet, user: str, token: str,
-    plan_dir: Path | None, memory_bytes: int, runtime: ContainerRuntime = "runc",
+    plan_dir: Path | None, memory_bytes: int, runtime: ContainerRuntime = "runc", skills: tuple[StoredSkill, ...] = (),
 ) -> ContainerSpec:
+    """The agent container: the workspace, its read-only feedback/, the Host API's directory, a built-in agent's plan
+    and each agent skill read-only at /epg/skills/<name> (EPG_SKILLS names the directory when there is one)."""
     mounts = [
         BindMount(source=str(records.workspace), target=WORKSPACE, read_only=False),
         BindMount(source=str(records.workspace / "feedback"), target=f"{WORKSPACE}/feedback", read_only=True),
@@ -156,12 +175,16 @@ def agent_spec(
     ]
     if plan_dir is not None:
         mounts.append(BindMount(source=str(plan_dir), target=PLAN_DIR, read_only=True))
+    mounts += [BindMount(source=str(records.root / "skills" / skill.store_name), target=f"{SKILLS_DIR}/{skill.name}", read_only=True)
+               for skill in skills]
     environment = {
         "HOME": "/tmp",
         "EPG_HOST_API": f"{HOST_DIR}/api.sock",
         "EPG_SESSION_TOKEN": token,
         "EPG_WORKSPACE": WORKSPACE,
     }
+    if skills:
+        environment["EPG_SKILLS"] = SKILLS_DIR
     if isinstance(spec.agent, CommandAgent):
         environment.update(spec.agent.environment)
     return ContainerSpec(
