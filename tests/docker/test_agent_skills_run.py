@@ -42,12 +42,13 @@ Run these commands from the workspace root, in order:
 ```sh
 evopolicygym-session submit program --episodes "0:2,4:6" > analysis/submit.json
 cp feedback/latest.json analysis/latest.json
-python3 /epg/skills/tune-cartpole/scripts/mean_reward.py "feedback/$(python3 -c 'import json; print(json.load(open("feedback/latest.json"))["feedback"])')" > analysis/mean.json
+python3 /epg/skills/tune-cartpole/scripts/mean_reward.py feedback/latest.json > analysis/mean.json
 evopolicygym-session finish "$(python3 -c 'import json; print(json.load(open("feedback/latest.json"))["submission_id"])')" > analysis/finish.json
 ```
 """
-MEAN_REWARD = """import json, sys
-feedback = json.load(open(sys.argv[1]))
+MEAN_REWARD = """import json, os, sys
+latest = json.load(open(sys.argv[1]))
+feedback = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), latest["feedback"])))
 rewards = [episode["reward"] for episode in feedback["episodes"]]
 json.dump({"indices": [e["episode_index"] for e in feedback["episodes"]], "mean": sum(rewards) / len(rewards)}, sys.stdout)
 """
