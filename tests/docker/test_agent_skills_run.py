@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import tarfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,48 @@ def test_evopolicygyms_own_skill_reads_our_feedback_in_their_form(skills_run: di
     evidence = json.loads(summary["stdout"])
     assert (evidence["episodes"], evidence["policy_failures"]) == (4, 0)
     assert evidence["program_digests"] == [capture_program(BASELINE).digest]
+
+
+# A real coding-agent CLI against the fake provider ----------------------------------------------------------------------
+def test_claude_code_finds_the_skills_where_it_looks_and_runs_them_through_evopolicygym_session(tmp_path: Path, scope: str,
+                                                                                               builder: Any):
+    from cli_runs import _fake_provider_module, run_cli_agent, tool_outputs
+
+    ours = tmp_path / "skills" / "tune-cartpole"
+    (ours / "scripts").mkdir(parents=True)
+    (ours / "SKILL.md").write_text(OUR_SKILL)
+    (ours / "scripts" / "mean_reward.py").write_text(MEAN_REWARD)
+    theirs = their_skill(tmp_path / "reference")
+    home_skill = "$HOME/.claude/skills"
+    turns = [
+        {"shell": f"head -3 {home_skill}/tune-cartpole/SKILL.md", "text": "Reading the skill."},
+        {"shell": 'evopolicygym-session submit program --episodes "0:2,4:6" > analysis/submit.json; cat analysis/submit.json'},
+        {"shell": f"python3 {home_skill}/tune-cartpole/scripts/mean_reward.py feedback/latest.json > analysis/mean.json"},
+        *([{"shell": f"python3 {home_skill}/{THEIR_SKILL}/scripts/summarize_evidence.py feedback/submissions/s0001/feedback.json"
+                     " > analysis/their_summary.json"}] if theirs else []),
+        {"shell": "evopolicygym-session finish s0001 > analysis/finish.json"},
+        {"text": "Finished."},
+    ]
+    fake = _fake_provider_module()
+    log = tmp_path / "provider.jsonl"
+    server = fake.Server(0, fake.Script(turns), fake.JsonlLog(str(log)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        agent = {"kind": "claude-code", "model": "fake-model", "effort": "low", "skills": [str(ours)] + ([str(theirs)] if theirs else [])}
+        manifest, run_dir = run_cli_agent(agent, f"http://127.0.0.1:{server.server_address[1]}", tmp_path, scope)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    analysis = run_dir / "workspace" / "analysis"
+    assert manifest["terminal_reason"] == "finish_called", (run_dir / "agent" / "stdout.log").read_text()[-3000:]
+    assert manifest["final"]["submission_id"] == "s0001"
+    assert json.loads((analysis / "submit.json").read_text())["result"]["episode_indices"] == [0, 1, 4, 5]
+    assert json.loads((analysis / "mean.json").read_text())["indices"] == [0, 1, 4, 5]
+    assert json.loads((analysis / "finish.json").read_text())["result"]["candidate_submission_ids"] == ["s0001"]
+    if theirs:
+        evidence = json.loads((analysis / "their_summary.json").read_text())
+        assert (evidence["episodes"], evidence["program_digests"]) == (4, [manifest["final"]["program_digest"]])
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    sent_back = [o for r in requests if r["dir"] == "request" and isinstance(r["body"], dict) for o in tool_outputs(r["body"])]
+    assert any("name: tune-cartpole" in output for output in sent_back), sent_back  # read through the CLI's skills directory
