@@ -271,3 +271,28 @@ def test_agent_base_carries_the_evopolicygym_session_launcher_and_its_modules():
     assert "COPY evopolicygym-session /usr/local/bin/evopolicygym-session" in recipe.dockerfile.read_text()
     assert "orchestrator.hostclient.evopolicygym_session" in (IMAGES / "agent-base" / "evopolicygym-session").read_text()
     assert {"orchestrator/hostclient/evopolicygym_session.py", "orchestrator/hostclient/feedback_view.py"} <= set(recipe.files)
+
+
+def test_handing_the_view_to_the_agent_never_chowns_through_what_the_agent_planted_there(tmp_path: Path):
+    if os.geteuid() != 0:
+        pytest.fail("a root Host hands the workspace to another uid: this test must run as root", pytrace=False)
+    from orchestrator.records.run_dir import RunDirectory
+    from orchestrator.run.agent_container import AGENT_UID, hand_workspace_to_agent
+
+    records = RunDirectory(tmp_path / "run")
+    records.create("benchmark: b\n")
+    host_file, linked = tmp_path / "host-secret", tmp_path / "host-other"
+    host_file.write_text("the Host's")
+    linked.write_text("the Host's too")
+    hand_workspace_to_agent(records)  # a first attempt: the agent owns its view
+    view = records.workspace / ".evopolicygym"
+    (view / "latest.json").symlink_to(host_file)
+    os.link(linked, view / "hard")
+    (view / "submissions").mkdir()
+    (view / "submissions" / "up").symlink_to(tmp_path)
+
+    hand_workspace_to_agent(records)  # the next attempt
+
+    assert (host_file.stat().st_uid, linked.stat().st_uid, tmp_path.stat().st_uid) == (0, 0, 0)
+    assert (view.stat().st_uid, (view / "submissions").stat().st_uid) == (AGENT_UID, AGENT_UID)
+    assert os.readlink(records.workspace / "feedback" / "latest.json") == "../.evopolicygym/latest.json"
