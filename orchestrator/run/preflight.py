@@ -31,9 +31,10 @@ def preflight(
 
     Checked: the Benchmark is known; every Program the spec names (initial_program,
     a scripted agent's steps, the random/ Program of the Benchmark's package for the
-    random agent) is a directory holding a valid Program; the seed-key
-    file exists and holds a key; every agent skill is a directory with SKILL.md within the skills' bounds; the relay's credential is set; a command agent's
-    image exists (when image_exists is given); run_dir holds no Run yet.
+    random agent) is a directory holding a valid Program; every agent skill is a
+    directory with SKILL.md within the skills' bounds; the seed-key file exists
+    and holds a key; the relay's credential is set; a command agent's image
+    exists (when image_exists is given); run_dir holds no Run yet.
     """
     unknown_benchmark = preflight_benchmark(spec, packages)
     problems = list(unknown_benchmark)
