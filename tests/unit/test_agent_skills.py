@@ -209,3 +209,21 @@ def test_each_cli_finds_the_mounted_skills_where_it_looks_for_skills(tmp_path: P
         assert (link / "SKILL.md").read_text() == SKILL_MD
         assert os.readlink(link) == str(mounted / "tune-cartpole")
     assert link_skills(cli, tmp_path / "home2", None) == []
+
+
+def test_spec_check_and_run_refuse_a_skill_with_a_link_in_one_line_before_anything_starts(tmp_path: Path):
+    import yaml
+    from support.cli import invoke_cli
+
+    skill = make_skill(tmp_path)
+    (skill / "notes.md").symlink_to("/etc/hostname")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"benchmark": "CartPole-v1", "agent": {"kind": "hill-climb", "skills": ["tune-cartpole"]}}))
+
+    checked = invoke_cli("spec", "check", str(spec))
+    refused = invoke_cli("run", str(spec), "-o", str(tmp_path / "run"), env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+
+    for result in (checked, refused):
+        assert result.exit_code == 1
+        assert "agent.skills.0: " in result.stderr and "notes.md is a symbolic link" in result.stderr
+    assert not (tmp_path / "run").exists()
