@@ -28,6 +28,32 @@ PROMPT = (
 # The relay replaces whatever credential the CLI sends; the CLI only needs a non-empty one.
 PLACEHOLDER_KEY = "provided-by-the-host-relay"
 CLAUDE_EFFORT_TOKENS = {"low": "4000", "medium": "16000", "high": "32000"}
+# Where each CLI looks for the user's agent skills (<dir>/<name>/SKILL.md), below its home directory.
+SKILL_DIRS = {
+    "codex": (".codex/skills", ".agents/skills"),  # $CODEX_HOME/skills, and the user-level .agents/skills
+    "claude-code": (".claude/skills",),
+    "gemini": (".gemini/skills",),
+    "qwen-code": (".qwen/skills",),
+}
+
+
+def link_skills(cli: str, home: Path, mounted: Path | None) -> list[Path]:
+    """Link each skill mounted read-only below mounted (EPG_SKILLS) into the directories where cli looks for skills.
+
+    The links live in the agent's home (a tmpfs); what they lead to stays read-only. Return the links made.
+    """
+    if mounted is None or not mounted.is_dir():
+        return []
+    links = []
+    for relative in SKILL_DIRS[cli]:
+        directory = home / relative
+        directory.mkdir(parents=True, exist_ok=True)
+        for skill in sorted(mounted.iterdir()):
+            link = directory / skill.name
+            if not link.exists() and not link.is_symlink():
+                link.symlink_to(skill, target_is_directory=True)
+                links.append(link)
+    return links
 
 
 def codex_command(model: str, effort: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
@@ -139,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the relay bridge did not start", file=sys.stderr)
         return 1
     home = Path(os.environ.get("HOME", "/tmp"))
+    link_skills(args.cli, home, Path(os.environ["EPG_SKILLS"]) if os.environ.get("EPG_SKILLS") else None)
     if args.cli == "codex":
         command, extra = codex_command(args.model, args.effort or "medium", args.port, home)
     elif args.cli == "gemini":

@@ -1,1 +1,1 @@
-"""The agent side of the Host API: a small client and the `epg-session` command (runs inside the agent container)."""
+"""The agent side of the Host API: a small client, the `epg-session` command and EvoPolicyGym's `evopolicygym-session` (run inside the agent container)."""

@@ -45,6 +45,8 @@ AGENT_FILES = (
     "orchestrator/hostclient/__init__.py",
     "orchestrator/hostclient/client.py",
     "orchestrator/hostclient/cli.py",
+    "orchestrator/hostclient/evopolicygym_session.py",
+    "orchestrator/hostclient/feedback_view.py",
     "orchestrator/hostclient/relay_bridge.py",
     "orchestrator/agents/__init__.py",
     "orchestrator/agents/scripted.py",
@@ -178,8 +180,9 @@ def agent_base_recipe() -> ImageRecipe:
     return ImageRecipe(
         name=AGENT_BASE,
         dockerfile=IMAGES / "agent-base" / "Dockerfile",
-        build_args={"SMOKE": "numpy, orchestrator.hostclient.cli, orchestrator.agents.hill_climb"},
-        context_files={"epg-session": IMAGES / "agent-base" / "epg-session"},
+        build_args={"SMOKE": "numpy, orchestrator.hostclient.cli, orchestrator.hostclient.evopolicygym_session, orchestrator.agents.hill_climb"},
+        context_files={"epg-session": IMAGES / "agent-base" / "epg-session",
+                       "evopolicygym-session": IMAGES / "agent-base" / "evopolicygym-session"},
         requirements=pins_of(*AGENT_NAMES),
         files=_project_files(AGENT_FILES),
     )

@@ -110,6 +110,15 @@ class AssessmentSummary(Record):
     initial_program_score: Number | None = None
 
 
+class SkillRecord(Record):
+    """One agent skill of a Run (`run.skills.StoredSkill`): its name, where the agent finds it, and its stored copy's digest."""
+
+    name: str
+    digest: str
+    files: Integer
+    bytes: Integer
+
+
 class RunManifest(Record):
     """run.json: what a Run is and where it stands. Its phase and terminal reason are a cache of the event log's (the
     events are written first); `records.run_dir.RunDirectory.read_manifest` reconciles them."""
@@ -140,6 +149,7 @@ class RunManifest(Record):
     episodes_spent: Integer | None = None
     submissions_made: Integer | None = None
     agent_exit_code: Integer | None = None
+    skills: list[SkillRecord] | None = None  # the agent's skills, stored at the Run's first start
 
     @property
     def current_phase(self) -> Phase:

@@ -13,8 +13,12 @@ from typing import Any, Callable
 from orchestrator.backends.container_spec import BindMount, ContainerRuntime, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet
+from orchestrator.hostclient.feedback_view import LATEST, SUBMISSIONS, VIEW_DIRECTORY
+from orchestrator.kernel.program import SAFE_DIR_FLAGS
 from orchestrator.kernel.units import parse_bytes
 from orchestrator.records.run_dir import RunDirectory
+from orchestrator.run.skills import MOUNT_ROOT as SKILLS_DIR
+from orchestrator.run.skills import StoredSkill, store_skills
 from orchestrator.run.spec import (
     ClaudeCodeAgent,
     CodexAgent,
@@ -70,6 +74,21 @@ def prepare_plan(spec: RunSpec, spec_dir: Path, records: RunDirectory, random_pr
     return plan_dir
 
 
+def prepare_skills(spec: RunSpec, spec_dir: Path, records: RunDirectory) -> tuple[StoredSkill, ...]:
+    """The Run's agent skills, stored under records/skills/ and recorded in run.json at the Run's first start.
+
+    A resume takes them from run.json (their stored copies), not again from the Host's directories, so every
+    attempt of the agent sees the same skills. Raises run.skills.SkillError for a directory that cannot be stored.
+    """
+    recorded = records.read_manifest().skills
+    if recorded is not None:
+        return tuple(StoredSkill(name=item.name, digest=item.digest, files=item.files, bytes=item.bytes) for item in recorded)
+    skills = tuple(store_skills(list(spec.agent.skills), spec_dir, records.root / "skills"))
+    if skills:
+        records.update_manifest(skills=[skill.to_json() for skill in skills])
+    return skills
+
+
 def _world_readable(root: Path) -> None:
     for directory, _, files in os.walk(root):
         os.chmod(directory, 0o755)
@@ -112,19 +131,43 @@ def hand_workspace_to_agent(records: RunDirectory) -> str:
 
     A root Host gives both trees to AGENT_UID without following anything the
     agent planted (run.workspace.hand_over). Otherwise the agent runs as the
-    Host's own uid, which owns them already.
+    Host's own uid, which owns them already. The Feedback view EvoPolicyGym's
+    agents read (prepare_feedback_view) is the agent's too.
     """
+    prepare_feedback_view(records.workspace)
     if os.geteuid() != 0:
         return f"{os.getuid()}:{os.getgid()}"
-    hand_over(records.workspace, ("program", "analysis"), AGENT)
+    hand_over(records.workspace, ("program", "analysis", VIEW_DIRECTORY), AGENT)
     os.chmod(records.workspace, 0o755)
     return f"{AGENT_UID}:{AGENT_UID}"
 
 
+def prepare_feedback_view(workspace: Path) -> None:
+    """Make workspace/.evopolicygym, where `evopolicygym-session` writes EvoPolicyGym's view of each Submission's
+    Feedback as the agent, and link feedback/latest.json and feedback/submissions there. Idempotent.
+
+    feedback/ is the Host's, read-only to the agent, so it can plant nothing there; the two links are the
+    Host's own and lead only into the agent's directory, through which the Host never reads or writes (the copy
+    of the workspace after the agent phase leaves links out).
+    """
+    os.makedirs(workspace / VIEW_DIRECTORY, mode=0o755, exist_ok=True)
+    feedback = os.open(workspace / "feedback", SAFE_DIR_FLAGS)
+    try:
+        for name in (LATEST, SUBMISSIONS):
+            try:
+                os.symlink(f"../{VIEW_DIRECTORY}/{name}", name, dir_fd=feedback)
+            except FileExistsError:
+                pass
+    finally:
+        os.close(feedback)
+
+
 def agent_spec(
     *, image: str, spec: RunSpec, records: RunDirectory, labels: LabelSet, user: str, token: str,
-    plan_dir: Path | None, memory_bytes: int, runtime: ContainerRuntime = "runc",
+    plan_dir: Path | None, memory_bytes: int, runtime: ContainerRuntime = "runc", skills: tuple[StoredSkill, ...] = (),
 ) -> ContainerSpec:
+    """The agent container: the workspace, its read-only feedback/, the Host API's directory, a built-in agent's plan
+    and each agent skill read-only at /epg/skills/<name> (EPG_SKILLS names the directory when there is one)."""
     mounts = [
         BindMount(source=str(records.workspace), target=WORKSPACE, read_only=False),
         BindMount(source=str(records.workspace / "feedback"), target=f"{WORKSPACE}/feedback", read_only=True),
@@ -132,12 +175,16 @@ def agent_spec(
     ]
     if plan_dir is not None:
         mounts.append(BindMount(source=str(plan_dir), target=PLAN_DIR, read_only=True))
+    mounts += [BindMount(source=str(records.root / "skills" / skill.store_name), target=f"{SKILLS_DIR}/{skill.name}", read_only=True)
+               for skill in skills]
     environment = {
         "HOME": "/tmp",
         "EPG_HOST_API": f"{HOST_DIR}/api.sock",
         "EPG_SESSION_TOKEN": token,
         "EPG_WORKSPACE": WORKSPACE,
     }
+    if skills:
+        environment["EPG_SKILLS"] = SKILLS_DIR
     if isinstance(spec.agent, CommandAgent):
         environment.update(spec.agent.environment)
     return ContainerSpec(

@@ -72,6 +72,7 @@ from orchestrator.run.host import RunHost
 from orchestrator.run.instructions import render_instructions
 from orchestrator.run.relay_setup import AGENT_IMAGES, relay_policy
 from orchestrator.run.seed_key import open_seed_key, reopen_seed_key
+from orchestrator.run.skills import StoredSkill
 from orchestrator.run.spec import CommandAgent, RunSpec
 from orchestrator.sandbox_opening import KubernetesOptions, SandboxSetup, connect_engine, open_sandbox
 
@@ -192,6 +193,7 @@ class RunDriver:
         self._spec = options.spec
         self._records = RunDirectory(options.run_dir)
         self._notify = notify
+        self._skills: tuple[StoredSkill, ...] = ()
 
     def execute(self) -> RunManifest:
         """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError."""
@@ -236,8 +238,10 @@ class RunDriver:
                 records.update_manifest(metric={"name": benchmark.primary_metric, "direction": benchmark.direction})
                 episode_pool = self._episode_pool(sandbox)
                 state = SessionState.replay(budget_of(self._spec), [event.to_json() for event in records.events()])
+                self._skills = agent_container.prepare_skills(self._spec, options.spec_dir, records)
                 instructions = render_instructions(benchmark, state.budget,
-                                                   all_completed_are_candidates=self._spec.validation.candidates == "all_completed")
+                                                   all_completed_are_candidates=self._spec.validation.candidates == "all_completed",
+                                                   skills=[skill.name for skill in self._skills])
                 write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
                 host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, episode_pool=episode_pool,
@@ -375,11 +379,11 @@ class RunDriver:
             container_spec = agent_container.agent_spec(
                 image=_agent_image(spec, image), spec=spec, records=records,
                 labels=labels, user=user, token=token, plan_dir=plan_dir, memory_bytes=parse_bytes(spec.limits.agent_memory),
-                runtime=spec.sandbox.runtime,
+                runtime=spec.sandbox.runtime, skills=self._skills,
             )
             write_json(records.agent / "invocation.json", {
                 "image": container_spec.image, "argv": list(container_spec.command), "user": user, "attempt": attempt,
-                "environment": sorted(container_spec.environment),
+                "environment": sorted(container_spec.environment), "skills": [skill.to_json() for skill in self._skills],
             })
             records.append(AgentStarted(attempt=attempt))
             self._notify(RunProgress.PHASE, {"phase": Phase.AGENT.value, "attempt": attempt})

@@ -7,6 +7,7 @@ import json
 from epg_sdk.readme import agent_section
 from orchestrator.kernel.ports import BenchmarkInfo
 from orchestrator.kernel.session import Budget
+from orchestrator.run.skills import MOUNT_ROOT as SKILLS_DIR
 
 AGENT_CANDIDATES = (
     "finally hand back your best Submissions as candidates. The Host then picks one\n"
@@ -19,7 +20,8 @@ ALL_COMPLETED_CANDIDATES = (
 )
 
 
-def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_completed_are_candidates: bool = False) -> str:
+def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_completed_are_candidates: bool = False,
+                        skills: list[str] | None = None) -> str:
     """Return the Markdown instructions of a Run: rules, budget, selector grammar, public spec, README.
 
     Of the Benchmark's README only the agent's part reaches the instructions (the blocks between
@@ -28,6 +30,7 @@ def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_complet
     keeps the rule for a Benchmark that sets its readme by other means.
     all_completed_are_candidates: the Run validates every completed Submission (the spec's
     validation.candidates: all_completed) rather than the candidates the agent names.
+    skills: the names of the Run's agent skills (`agent.skills`), listed with where they are mounted.
     Raises epg_sdk.readme.ReadmeMarkerError for a README whose agent markers are malformed.
     """
     readme = agent_section(benchmark.readme).strip()
@@ -39,7 +42,7 @@ def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_complet
     )
     spec = json.dumps(benchmark.public_json(), indent=2)
     candidates = ALL_COMPLETED_CANDIDATES if all_completed_are_candidates else AGENT_CANDIDATES
-    return f"""# Task: improve a policy for {benchmark.id}
+    return _skills_section(skills or []) + f"""# Task: improve a policy for {benchmark.id}
 
 {benchmark.description}
 
@@ -102,4 +105,27 @@ Use `analysis/` for your own notes and scripts.
 ## The benchmark's README
 
 {readme or "(none)"}
+"""
+
+
+def _skills_section(names: list[str]) -> str:
+    """The task text's list of agent skills (none: nothing), placed first so that it is read before anything else."""
+    if not names:
+        return ""
+    listed = "\n".join(f"- `{SKILLS_DIR}/{name}/SKILL.md`" for name in names)
+    return f"""# Agent skills
+
+This Run provides these agent skills, read-only:
+
+{listed}
+
+Read each SKILL.md completely before you look at the Program or submit; a skill
+may refer to other files in its own directory. The rules, budget and spec below
+stay authoritative. Where a skill runs `evopolicygym-session` (EvoPolicyGym
+0.3's command), it works here: `evopolicygym-session submit program --episodes
+SELECTOR` and `evopolicygym-session finish ID [ID...]` do what `epg-session`
+does, with EvoPolicyGym's outputs, and each Submission's Feedback is then also
+at `feedback/latest.json` and `feedback/submissions/<id>/feedback.json` in
+EvoPolicyGym's form.
+
 """

@@ -11,6 +11,7 @@ from orchestrator.kernel.program import ProgramError, capture_program
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.relay_setup import RelayConfigError, relay_policy
 from orchestrator.run.seed_key import SeedKeyError, read_key
+from orchestrator.run.skills import SkillError, read_skill
 from orchestrator.run.spec import CommandAgent, RandomAgent, RunSpec, ScriptedAgent
 
 # The agent images the orchestrator builds itself; any other name must be an image the engine has.
@@ -30,9 +31,10 @@ def preflight(
 
     Checked: the Benchmark is known; every Program the spec names (initial_program,
     a scripted agent's steps, the random/ Program of the Benchmark's package for the
-    random agent) is a directory holding a valid Program; the seed-key
-    file exists and holds a key; the relay's credential is set; a command agent's
-    image exists (when image_exists is given); run_dir holds no Run yet.
+    random agent) is a directory holding a valid Program; every agent skill is a
+    directory with SKILL.md within the skills' bounds; the seed-key file exists
+    and holds a key; the relay's credential is set; a command agent's image
+    exists (when image_exists is given); run_dir holds no Run yet.
     """
     unknown_benchmark = preflight_benchmark(spec, packages)
     problems = list(unknown_benchmark)
@@ -45,6 +47,11 @@ def preflight(
         package, _, _ = resolve_benchmark(spec.benchmark, packages)
         problems += [f"{problem} (the random agent submits its Benchmark package's random/ Program)"
                      for problem in _program("agent.kind", package.random_dir)]
+    for number, skill in enumerate(spec.agent.skills):
+        try:
+            read_skill(spec_dir / skill)
+        except SkillError as exc:
+            problems.append(f"agent.skills.{number}: {exc}")
     if spec.seed_key_file is not None:
         try:
             read_key(spec_dir / Path(spec.seed_key_file).expanduser())

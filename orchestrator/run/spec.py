@@ -15,12 +15,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _Agent(_Strict):
+    """What every agent kind takes."""
+
+    skills: list[str] = Field(
+        default_factory=list, max_length=16,
+        description="Agent skills: SKILL.md bundle directories on the Host, relative to the spec file. Each is copied at Run "
+        "start into the run directory's content-addressed store (skills/<digest>/, its digest recorded in run.json), "
+        "mounted read-only at /epg/skills/<directory name> (and linked where the coding-agent CLI looks for skills) "
+        "and listed in the task text.",
+    )
+
+    @field_validator("skills")
+    @classmethod
+    def _distinct_skills(cls, skills: list[str]) -> list[str]:
+        names = [Path(path).name for path in skills]
+        if any(not path.strip() for path in skills):
+            raise ValueError("a skill is a directory path, not empty")
+        if len(set(names)) != len(names):
+            raise ValueError("two skills have the same directory name")
+        return skills
+
+
 class ScriptedStep(_Strict):
     program: str = Field(description="Program directory to submit, relative to the spec file.")
     episodes: str = Field(description="Index selector, e.g. '0:8,12'.")
 
 
-class ScriptedAgent(_Strict):
+class ScriptedAgent(_Agent):
     kind: Literal["scripted"]
     steps: list[ScriptedStep] = Field(min_length=1, description="Submissions to make, in order.")
     finish: Union[list[str], Literal["all", "none"]] = Field(
@@ -28,7 +50,7 @@ class ScriptedAgent(_Strict):
     )
 
 
-class HillClimbAgent(_Strict):
+class HillClimbAgent(_Agent):
     kind: Literal["hill-climb"]
     episodes_per_submission: int = Field(default=8, ge=1, description="Pool indices 0..K-1 evaluated by every Submission (paired comparison).")
     step_size: float = Field(default=0.5, gt=0, description="Initial standard deviation of the Gaussian perturbation.")
@@ -36,7 +58,7 @@ class HillClimbAgent(_Strict):
     candidates: int = Field(default=3, ge=1, description="How many of its best Submissions it hands back.")
 
 
-class RandomAgent(_Strict):
+class RandomAgent(_Agent):
     kind: Literal["random"]
     episodes_per_submission: int = Field(
         default=1, ge=1,
@@ -45,31 +67,31 @@ class RandomAgent(_Strict):
     )
 
 
-class CommandAgent(_Strict):
+class CommandAgent(_Agent):
     kind: Literal["command"]
     image: str = Field(description="Agent image (must provide epg-session or speak the Host API); 'agent-base' is the built one.")
     argv: list[str] = Field(min_length=1)
     environment: dict[str, str] = Field(default_factory=dict)
 
 
-class CodexAgent(_Strict):
+class CodexAgent(_Agent):
     kind: Literal["codex"]
     model: str = Field(description="Model name passed to the Codex CLI.")
     effort: Literal["minimal", "low", "medium", "high"] = Field(default="medium", description="model_reasoning_effort.")
 
 
-class ClaudeCodeAgent(_Strict):
+class ClaudeCodeAgent(_Agent):
     kind: Literal["claude-code"]
     model: str = Field(description="Model name passed to Claude Code.")
     effort: Literal["low", "medium", "high"] | None = Field(default=None, description="Reasoning effort (MAX_THINKING_TOKENS preset); none: the CLI's default.")
 
 
-class GeminiAgent(_Strict):
+class GeminiAgent(_Agent):
     kind: Literal["gemini"]
     model: str = Field(description="Model name passed to Gemini CLI, e.g. gemini-2.5-pro.")
 
 
-class QwenCodeAgent(_Strict):
+class QwenCodeAgent(_Agent):
     kind: Literal["qwen-code"]
     model: str = Field(description="Model name passed to Qwen Code (its OpenAI-compatible provider), e.g. qwen3-coder-plus.")
 

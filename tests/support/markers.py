@@ -12,6 +12,7 @@ MARKED: dict[str, tuple[str, ...]] = {
     "agents": (
         "tests/docker/test_cli_agents.py",
         "tests/docker/test_node_cli_agents.py",
+        "tests/docker/test_agent_skills_run.py::test_claude_code_finds_the_skills_where_it_looks_and_runs_them_through_evopolicygym_session",
     ),
     # the Kubernetes backend, against the fake API server and kubelet (or a real cluster when KUBECONFIG is set)
     "kubernetes": (
@@ -26,6 +27,7 @@ MARKED: dict[str, tuple[str, ...]] = {
     ),
     # about 10 s or more on a 2-core machine: a whole Run or suite, an image or venv built, a benchmark's long rollout
     "slow": (
+        "tests/docker/test_agent_skills_run.py",
         "tests/docker/test_cli_agents.py",
         "tests/docker/test_node_cli_agents.py",
         "tests/docker/test_k8s_backend.py",
