@@ -8,11 +8,20 @@ from __future__ import annotations
 import threading
 from typing import Callable, Sequence
 
+import grpc
+
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.pool import ContainerPool
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import EpisodeJob
+from orchestrator.protocol.runner_messages import CHANNEL_OPTIONS
+
+
+def runner_channel(target: str) -> grpc.Channel:
+    """A gRPC channel to an environment runner at target ("unix:PATH"), its message sizes raised to carry an Episode's
+    evidence and a BuildFeedback request's (`protocol.runner_messages.MAX_RUNNER_MESSAGE_BYTES`)."""
+    return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
 
 
 def episode_budget_s(limits: EpisodeLimits) -> float:

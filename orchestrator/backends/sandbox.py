@@ -30,7 +30,7 @@ from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.container_spec import BindMount, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
-from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
@@ -205,7 +205,7 @@ class DockerSandbox:
             if now > deadline:
                 raise self._runner_error(lane, "the environment runner did not open its socket in time")
             time.sleep(0.02)
-        lane.channel = grpc.insecure_channel(f"unix:{socket_path}")
+        lane.channel = runner_channel(f"unix:{socket_path}")
         lane.stub = runner_pb2_grpc.EnvironmentRunnerStub(lane.channel)
         try:
             grpc.channel_ready_future(lane.channel).result(timeout=max(1.0, deadline - time.monotonic()))
@@ -254,7 +254,8 @@ class DockerSandbox:
         return outcome
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        return evaluation_feedback(self._call(self._lanes[0], "BuildFeedback", feedback_request(outcomes), 120), outcomes)
+        request, evidence_dropped = feedback_request(outcomes)
+        return evaluation_feedback(self._call(self._lanes[0], "BuildFeedback", request, 120), outcomes, evidence_dropped)
 
     def _run_on_lane(self, lane: _Lane, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.container_pool.take(lane.index)

@@ -26,6 +26,7 @@ def feedback_json(feedback: EvaluationFeedback, program_digest: str) -> dict[str
         "values": jsonable(feedback.values),
         "episodes": [outcome.to_json() for outcome in feedback.episodes],
         "artifacts": sorted(name for name in feedback.artifacts if _SAFE_NAME.match(name)),
+        **({"evidence_dropped": list(feedback.evidence_dropped)} if feedback.evidence_dropped else {}),
     }).to_json()
 
 

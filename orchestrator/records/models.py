@@ -196,6 +196,8 @@ class FeedbackDocument(Record):
     program_digest: str | None = None
     values: dict[str, Any] | None = None
     artifacts: list[str] | None = None
+    # The Episodes (by index) whose evidence did not reach the Benchmark's Feedback: over the Host's bound.
+    evidence_dropped: list[Integer] | None = None
 
     @property
     def policy_failures(self) -> int:

@@ -54,7 +54,7 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.owners import Heartbeat, process_owner
 from orchestrator.backends.kubernetes.relay import ExecRelay, read_tail, upload_program
 from orchestrator.backends.labels import LabelSet
-from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
@@ -240,7 +240,7 @@ class KubernetesSandbox:
     def _link(self, pod: str) -> _PodLink:
         """Open the relay to pod's runner and wait until the runner answers."""
         relay = ExecRelay(self._cluster, pod, RUNNER_CONTAINER, f"{EXCHANGE_MOUNT}/runner.sock", self._root / f"{pod}.sock")
-        channel = grpc.insecure_channel(f"unix:{relay.path}")
+        channel = runner_channel(f"unix:{relay.path}")
         link = _PodLink(pod=pod, relay=relay, channel=channel, stub=runner_pb2_grpc.EnvironmentRunnerStub(channel))
         try:
             grpc.channel_ready_future(channel).result(timeout=RUNNER_READY_S)
@@ -273,7 +273,8 @@ class KubernetesSandbox:
         return planned_episodes(response, seed)
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        return evaluation_feedback(self._call(self._control_link(), "BuildFeedback", feedback_request(outcomes), 120), outcomes)
+        request, evidence_dropped = feedback_request(outcomes)
+        return evaluation_feedback(self._call(self._control_link(), "BuildFeedback", request, 120), outcomes, evidence_dropped)
 
     def run_episodes(self, jobs: Sequence[EpisodeJob],
                      on_episode: Callable[[EpisodeOutcome], None] | None = None) -> list[EpisodeOutcome]:
