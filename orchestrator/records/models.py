@@ -204,8 +204,20 @@ class FeedbackDocument(Record):
         return sum(1 for episode in self.episodes if episode.failure)
 
 
+class ArtifactRecord(Record):
+    """One artifact kept with a Submission (`records.artifacts`): its relative path below the Submission's artifacts/,
+    media type, retention ("permanent" or "bulk") and size; an evicted bulk artifact stays listed, its file gone."""
+
+    name: str
+    media_type: str | None = None
+    retention: str | None = None
+    bytes: Integer | None = None
+    evicted: bool | None = None
+
+
 class SubmissionRecord(Record):
-    """submissions/<id>/record.json: one Submission, its selector, indices, Program and Feedback."""
+    """submissions/<id>/record.json: one Submission, its selector, indices, Program and Feedback, and the artifacts
+    kept beside it (and why any of the Feedback's were not)."""
 
     schema_id: Literal["epg.submission/1"] = Field(default=SUBMISSION, alias="schema")
     feedback: FeedbackDocument
@@ -214,6 +226,9 @@ class SubmissionRecord(Record):
     selector: str | None = None
     indices: list[Integer] | None = None
     program_digest: str | None = None
+    parameters_digest: str | None = None
+    artifacts: list[ArtifactRecord] | None = None
+    artifacts_refused: list[str] | None = None
 
 
 # validation.json and assessment.json ------------------------------------------------------------------------------------

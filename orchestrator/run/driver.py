@@ -241,7 +241,8 @@ class RunDriver:
                 write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
                 host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, episode_pool=episode_pool,
-                               instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)
+                               instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify,
+                               bulk_artifacts_bytes=self._spec.records.bulk_artifacts_bytes)
                 recovered = host.recover_in_flight()
                 if recovered:
                     self._notify(RunProgress.NOTE, {"message": recovered})

@@ -17,11 +17,13 @@ from typing import Any, Callable
 
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.infrastructure import InfrastructureError
+from orchestrator.kernel.outcomes import ArtifactDetails, ArtifactRetention
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
 from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import SessionState, StatusView, SubmissionState, SubmissionView
 from orchestrator.records import schema
+from orchestrator.records.artifacts import DEFAULT_BULK_ARTIFACTS_BYTES, evict_bulk_artifacts, kept_artifacts
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
 from orchestrator.records.events import Finished, SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
@@ -49,8 +51,10 @@ class RunHost:
         instructions: str,
         agent: AgentIdentity | None = None,
         notify: Notify = lambda kind, fields: None,
+        bulk_artifacts_bytes: int = DEFAULT_BULK_ARTIFACTS_BYTES,
     ) -> None:
         self._records = records
+        self._bulk_artifacts_bytes = bulk_artifacts_bytes
         self._sandbox = sandbox
         self._benchmark = benchmark
         self._state = state
@@ -112,7 +116,8 @@ class RunHost:
                 raise RequestRejected(RejectionCode.SESSION_CLOSED,
                                       f"the agent phase ended before {view.id} was evaluated; nothing was spent")
             try:
-                receipt = self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
+                receipt = self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts,
+                                         feedback.artifact_details)
             except Exception as exc:
                 raise self._failed(view, exc) from None
         self._notify_completed(receipt)  # outside the lock: a listener may act on the Run (tests submit from it)
@@ -188,16 +193,20 @@ class RunHost:
         return next(s for s in self._state.status().submissions if s.id == submission_id)
 
     # records -------------------------------------------------------------------
-    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes]) -> SubmitReceipt:
+    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes],
+                  details: dict[str, ArtifactDetails]) -> SubmitReceipt:
         # Order matters for resume: the record first, then the published copy,
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
-        write_artifacts(directory, artifacts)
+        kept = kept_artifacts(artifacts, details)
+        refused = kept.refused + write_artifacts(directory, kept.files)
         write_json(directory / "record.json", SubmissionRecord.model_validate({
             "schema": schema.SUBMISSION, "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
-            "program_digest": digest, "feedback": document,
+            "program_digest": digest, "parameters_digest": self._benchmark.parameters_digest, "feedback": document,
+            "artifacts": [record.to_json() for record in kept.records], **({"artifacts_refused": refused} if refused else {}),
         }).to_json())
-        publish_feedback(self._records.published_feedback(view.id), document, artifacts)
+        publish_feedback(self._records.published_feedback(view.id), document, kept.files)
+        self._evict_bulk()
         failures = sum(1 for e in document["episodes"] if e["failure"])
         # Taken while the Submission is still in flight, so no other can be admitted
         # in between: the budget exactly as this Submission left it.
@@ -208,6 +217,14 @@ class RunHost:
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)
+
+    def _evict_bulk(self) -> None:
+        """Evict the Run's oldest bulk artifacts (kept and published copies) past its bound; permanent ones stay."""
+        submissions = [(self._records.submission(s.id), [self._records.published_feedback(s.id)])
+                       for s in sorted(self._state.status().submissions, key=lambda s: s.number)]
+        evicted = evict_bulk_artifacts(submissions, self._bulk_artifacts_bytes)
+        if evicted:
+            log.info("bulk artifacts evicted (the Run's bound is %d bytes): %s", self._bulk_artifacts_bytes, ", ".join(evicted))
 
     def _notify_completed(self, receipt: SubmitReceipt) -> None:
         self._notify(RunProgress.SUBMISSION_COMPLETED, {"id": receipt.submission_id, "score": receipt.score, "status": self._state.status(),
@@ -233,8 +250,11 @@ class RunHost:
             record = None  # written atomically, so never torn; anything else is not a record to complete from
         if record is not None and record.program_digest is not None:
             view = self._view(submission_id)
-            artifacts = read_artifacts(self._records.submission(submission_id))
-            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts))
+            listed = record.artifacts or []
+            artifacts = read_artifacts(self._records.submission(submission_id), [a.name for a in listed if not a.evicted])
+            details = {a.name: ArtifactDetails(media_type=a.media_type or "", retention=ArtifactRetention(a.retention or "permanent"))
+                       for a in listed}
+            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts, details))
             return f"{submission_id} completed from its record"
         self._state.void(submission_id)
         self._records.append(SubmissionVoided(id=submission_id, reason="orchestrator_restarted"))
