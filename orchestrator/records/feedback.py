@@ -37,6 +37,7 @@ def evaluation_json(evaluation: Evaluation, provenance: dict[str, Any] | None = 
         primary_metric=evaluation.benchmark.primary_metric,
         split=evaluation.split,
         seed=evaluation.seed,
+        parameters_digest=evaluation.benchmark.parameters_digest,
         **(provenance or {}),
     )
     return document

@@ -131,6 +131,7 @@ class RunManifest(Record):
     images: dict[str, ImageRecord] | None = None
     benchmark_package: BenchmarkPackage | None = None
     metric: Metric | None = None
+    parameters_digest: str | None = None  # the Benchmark's parameters (`BenchmarkInfo.parameters_digest`); a resume checks it
     relay: RelayTotals | None = None
     terminal_reason: RecordedReason | None = None
     validation: ValidationSummary | None = None
@@ -251,6 +252,7 @@ class ValidationReport(Record):
     episodes: Integer | None = None
     selected: str | None = None
     results: list[ValidationResult] | None = None
+    parameters_digest: str | None = None
 
 
 class AssessmentReport(FeedbackDocument):
@@ -260,6 +262,7 @@ class AssessmentReport(FeedbackDocument):
     schema_id: Literal["epg.assessment/1"] = Field(default=ASSESSMENT, alias="schema")  # type: ignore[assignment]  # its own id
     submission_id: str | None = None
     initial_program: FeedbackDocument | None = None
+    parameters_digest: str | None = None
 
 
 # suite.json ---------------------------------------------------------------------------------------------------------
