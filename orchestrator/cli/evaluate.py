@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -51,8 +51,12 @@ def evaluate(
     memory: Annotated[str, typer.Option("--memory", help="Memory limit of each policy container.")] = "512m",
     cpus: Annotated[float, typer.Option("--cpus", min=0.05, help="CPU limit of each policy container.")] = 1.0,
     pids: Annotated[int, typer.Option("--pids", min=8, help="Process limit of each policy container.")] = 64,
-    step_deadline: Annotated[float, typer.Option("--step-deadline", min=0.001, help="Seconds allowed for one act().")] = 1.0,
-    episode_deadline: Annotated[float, typer.Option("--episode-deadline", min=0.01, help="Seconds of policy time per Episode.")] = 300.0,
+    step_deadline: Annotated[Optional[float], typer.Option(
+        "--step-deadline", min=0.001, show_default=False,
+        help="Seconds allowed for one act() [default: the Benchmark's own step limit, else 1.0].")] = None,
+    episode_deadline: Annotated[Optional[float], typer.Option(
+        "--episode-deadline", min=0.01, show_default=False,
+        help="Seconds of policy time per Episode [default: the Benchmark's own Episode limit, else 300].")] = None,
     startup_deadline: Annotated[float, typer.Option("--startup-deadline", min=0.1, help="Seconds for start-up and make_policy().")] = 30.0,
     concurrency: Concurrency = 0,
     pool_size: PoolSize = 4,
@@ -90,11 +94,15 @@ def evaluate(
         program = capture_program(program_dir)
     except ProgramError as exc:
         fail(f"invalid Program: {exc.message}")
+    defaults = EpisodeLimits()
     limits = SandboxLimits(
         memory_bytes=parse_size(memory),
         cpus=cpus,
         pids=pids,
-        episode=EpisodeLimits(step_deadline_s=step_deadline, episode_deadline_s=episode_deadline, startup_deadline_s=startup_deadline),
+        episode=EpisodeLimits(step_deadline_s=step_deadline or defaults.step_deadline_s,
+                              episode_deadline_s=episode_deadline or defaults.episode_deadline_s, startup_deadline_s=startup_deadline),
+        chosen_deadlines=frozenset(name for name, given in (("step_deadline_s", step_deadline), ("episode_deadline_s", episode_deadline))
+                                   if given is not None),
     )
     roots = environment_roots(environments)
     try:

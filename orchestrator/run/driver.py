@@ -35,13 +35,13 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, sandbox_labels
 from orchestrator.backends.lanes import episode_budget_s
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.ports import PlannedEpisode, PooledSandbox
+from orchestrator.kernel.ports import BenchmarkInfo, PlannedEpisode, PooledSandbox
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.kernel.selection import CandidateResult, every_completed, fallback_candidates, select_candidate
@@ -130,6 +130,8 @@ def sandbox_limits(spec: RunSpec) -> SandboxLimits:
             episode_deadline_s=limits.episode_deadline_s,
             startup_deadline_s=limits.startup_deadline_s,
         ),
+        # A deadline the spec sets wins over the Benchmark's own time limit; a default one gives way to it.
+        chosen_deadlines=frozenset(limits.model_fields_set & {"step_deadline_s", "episode_deadline_s"}),
     )
 
 
@@ -209,6 +211,7 @@ class RunDriver:
         self._records = RunDirectory(options.run_dir)
         self._notify = notify
         self._parameters_digest = ""  # the Benchmark's, once the sandbox described it
+        self._benchmark_info: BenchmarkInfo | None = None
 
     def execute(self) -> RunManifest:
         """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError, ParametersChanged (a
@@ -251,6 +254,7 @@ class RunDriver:
             with open_sandbox(engine, images, setup, lambda m: self._notify(RunProgress.NOTE, {"message": m})) as sandbox:
                 benchmark = sandbox.describe()
                 self._parameters_digest = benchmark.parameters_digest
+                self._benchmark_info = benchmark
                 self._check_parameters(benchmark.parameters_digest)
                 # What a reader of the records needs to compare scores: the metric and which way is better, and the
                 # identity of the Benchmark's parameters every result of the Run was measured under.
@@ -442,7 +446,7 @@ class RunDriver:
         before this returns, and no Episode of it runs any more unless a stuck one is still ending, which the
         container pool's one-batch-at-a-time rule keeps apart from the held-out Episodes.
         """
-        limits = sandbox_limits(self._spec).episode
+        limits = benchmark_limits(sandbox_limits(self._spec), self._benchmark_info)
         host.state.close()  # first, so that no Submission is admitted after the one counted here
         status = host.state.status()
         flying = next((s for s in status.submissions if s.id == status.in_flight), None)

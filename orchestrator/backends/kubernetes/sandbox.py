@@ -56,7 +56,7 @@ from orchestrator.backends.kubernetes.relay import ExecRelay, read_tail, upload_
 from orchestrator.backends.labels import LabelSet
 from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -134,6 +134,7 @@ class KubernetesSandbox:
         self._control: _PodLink | None = None
         self._container_pool: ContainerPool | None = None
         self._image_ids: dict[str, str] = {"environment": "", "policy_runtime": ""}
+        self._benchmark: BenchmarkInfo | None = None  # described once: its time limits apply to every Episode
 
     @property
     def labels(self) -> LabelSet:
@@ -266,7 +267,8 @@ class KubernetesSandbox:
     # EpisodeSandbox ----------------------------------------------------------
 
     def describe(self) -> BenchmarkInfo:
-        return benchmark_info(self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30))
+        self._benchmark = benchmark_info(self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30))
+        return self._benchmark
 
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
         response = self._call(self._control_link(), "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
@@ -279,6 +281,8 @@ class KubernetesSandbox:
     def run_episodes(self, jobs: Sequence[EpisodeJob],
                      on_episode: Callable[[EpisodeOutcome], None] | None = None) -> list[EpisodeOutcome]:
         """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
+        if self._benchmark is None:
+            self.describe()  # the Benchmark's own time limits, before any Episode starts
         return run_over_lanes(self.container_pool, jobs, self._lanes, self._run_in_pod, on_episode, "epg-k8s-lane")
 
     # one Episode in one Pod ------------------------------------------------------
@@ -286,7 +290,7 @@ class KubernetesSandbox:
     def _run_in_pod(self, lane: int, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.container_pool.take(lane)
         link: _PodLink = slot.container
-        limits = self._limits.episode
+        limits = benchmark_limits(self._limits, self._benchmark)
         outcome: RunnerOutcome | None = None
         try:
             upload_program(self._cluster, link.pod, RUNNER_CONTAINER, RUNNER_PROGRAM_MOUNT, job.program)
