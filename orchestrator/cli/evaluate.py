@@ -43,9 +43,14 @@ def evaluate(
     program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False,
                                                 exists=True, file_okay=False)],
     benchmark: Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark id or alias, e.g. CartPole-v1 or cartpole.")],
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=100_000, help="Number of Episodes.")] = 10,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", "--count", min=1, max=100_000, help="Number of Episodes.")] = 10,
     split: Annotated[str, typer.Option("--split", help=f"Episode split: {', '.join(SPLITS)}.")] = "train",
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Episode plan and the policy seeds.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**64 - 1, help="Seed of the Episode plan and the policy seeds.")] = 0,
+    reproduce: Annotated[bool, typer.Option(
+        "--reproduce",
+        help="Reproduction mode: the Episodes EvoPolicyGym 0.3's own evaluate plans for --seed, --split and --count "
+        "(passed unchanged to the Benchmark's planning) and its policy seeds, so that per-Episode returns, written in "
+        "plan order, compare one to one with its results. Runs never use this mode: their Episodes stay secret.")] = False,
     out_dir: OutputDir = None,
     as_json: Json = False,
     memory: Annotated[str, typer.Option("--memory", help="Memory limit of each policy container.")] = "512m",
@@ -73,6 +78,8 @@ def evaluate(
     """Evaluate PROGRAM_DIR on a benchmark; every Episode runs in a fresh, hardened container.
 
     --output DIR writes feedback.json, evaluation.json and artifacts/ there (--out is the same option).
+    --reproduce plans and seeds the Episodes as EvoPolicyGym 0.3's evaluate does, to compare per-Episode returns with
+    its results; Runs never use it (their Episodes stay secret).
     Exit status: 0 evaluated (whatever the policy did), 1 bad Program or Benchmark, 2 usage, 3 infrastructure.
     """
     # Loaded here, not with the CLI: --help would pay for the engine's client, grpc and pydantic.
@@ -116,7 +123,7 @@ def evaluate(
                              kubernetes=kubernetes)
     started, clock = utc_now(), time.monotonic()
     try:
-        evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json)
+        evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json, reproduce=reproduce)
     except ProgramError as exc:
         fail(f"invalid Program: {exc.message}")
     except CatalogueError as exc:
@@ -135,7 +142,7 @@ def evaluate(
 
 
 def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program, split: str, seed: int, episodes: int,
-         quiet: bool) -> tuple[Evaluation, dict[str, object]]:
+         quiet: bool, reproduce: bool = False) -> tuple[Evaluation, dict[str, object]]:
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.sandbox_opening import open_benchmark_sandbox, sandbox_provenance
 
@@ -152,7 +159,8 @@ def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program,
 
         with open_benchmark_sandbox(options, progress=note) as sandbox:
             progress.update(task, description="Episodes")
-            evaluation = evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance)
+            evaluation = evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance,
+                                          reproduce=reproduce)
             return evaluation, sandbox_provenance(sandbox, package)
 
 
@@ -175,6 +183,10 @@ def _print_report(evaluation: Evaluation, out_dir: Path | None) -> None:
     for e in feedback.episodes:
         if e.failure is not None:
             out.print(Text.assemble((f"Episode {e.index}", "red"), f": {e.failure.value}: ", plain(e.reason)))
+    if evaluation.reproduction_seeds:
+        returns = ", ".join("failed" if e.failure is not None else repr(e.reward) for e in feedback.episodes)
+        out.print(plain(f"reproduction of EvoPolicyGym 0.3's evaluate (seed {evaluation.seed}, split {evaluation.split}, "
+                        f"count {len(feedback.episodes)}); returns in plan order: {returns}"))
     out.print(f"Program {evaluation.program.digest}")
     out.print(Text.assemble(plain(f"score ({evaluation.benchmark.primary_metric}): "), f"{feedback.score:.4f}", style="bold"))
     if out_dir is not None:

@@ -40,7 +40,24 @@ def evaluation_json(evaluation: Evaluation, provenance: dict[str, Any] | None = 
         parameters_digest=evaluation.benchmark.parameters_digest,
         **(provenance or {}),
     )
+    if evaluation.reproduction_seeds:
+        document["reproduction"] = reproduction_json(evaluation)
     return document
+
+
+def reproduction_json(evaluation: Evaluation) -> dict[str, Any]:
+    """What reproduction mode adds to an evaluation's result, to compare one to one with EvoPolicyGym 0.3's own evaluate:
+    its seed, split and count, each Episode's policy seed and return in plan order (None for a policy failure, as
+    its results have no return for one)."""
+    episodes = evaluation.feedback.episodes
+    return {
+        "of": "evopolicygym-0.3",
+        "seed": evaluation.seed,
+        "split": evaluation.split,
+        "count": len(episodes),
+        "policy_seeds": list(evaluation.reproduction_seeds),
+        "returns": [None if e.failure is not None else e.reward for e in episodes],
+    }
 
 
 def write_artifacts(directory: Path, artifacts: dict[str, bytes], *, mode: int = PRIVATE_FILE) -> list[str]:
