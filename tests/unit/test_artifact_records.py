@@ -156,3 +156,21 @@ def test_a_bound_of_zero_evicts_every_bulk_artifact_and_no_permanent_one(tmp_pat
     record = _record(records, "s0001")
     assert [(a.name, a.evicted) for a in record.artifacts] == [("summary.txt", None), ("episode-000/replay.gif", True)]
     assert (records.submission("s0001") / "artifacts" / "summary.txt").is_file()
+
+
+def test_the_export_lists_each_submissions_artifacts_evicted_ones_marked_and_validates(tmp_path):
+    import jsonschema
+
+    from orchestrator.reports.export import export_records, export_schema
+
+    host, records = _run(tmp_path, bound=1500)
+    records.update_manifest(benchmark=BENCHMARK.id, agent="scripted")
+    host.submit("0")
+    host.submit("1")
+    exported = [r for r in export_records(records.root, name="run") if r["kind"] == "submission"]
+    validator = jsonschema.Draft202012Validator(export_schema())
+    for record in exported:
+        validator.validate(record)
+    assert [[(a["name"], a.get("evicted")) for a in r["artifacts"]] for r in exported] == [
+        [("summary.txt", None), ("episode-000/replay.gif", True)], [("summary.txt", None), ("episode-000/replay.gif", None)]]
+    assert exported[0]["artifacts"][1]["media_type"] == "image/gif" and exported[0]["artifacts"][1]["retention"] == "bulk"
