@@ -27,7 +27,7 @@ from orchestrator.records.artifacts import DEFAULT_BULK_ARTIFACTS_BYTES, evict_b
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
 from orchestrator.records.events import Finished, SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
-from orchestrator.records.models import SubmissionRecord, parse
+from orchestrator.records.models import ArtifactRecord, SubmissionRecord, parse
 from orchestrator.records.progress import Notify, RunProgress
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.workspace import AgentIdentity, capture_workspace_program
@@ -194,7 +194,7 @@ class RunHost:
 
     # records -------------------------------------------------------------------
     def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes],
-                  details: dict[str, ArtifactDetails]) -> SubmitReceipt:
+                  details: dict[str, ArtifactDetails], evicted: tuple[ArtifactRecord, ...] = ()) -> SubmitReceipt:
         # Order matters for resume: the record first, then the published copy,
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
@@ -203,7 +203,8 @@ class RunHost:
         write_json(directory / "record.json", SubmissionRecord.model_validate({
             "schema": schema.SUBMISSION, "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
             "program_digest": digest, "parameters_digest": self._benchmark.parameters_digest, "feedback": document,
-            "artifacts": [record.to_json() for record in kept.records], **({"artifacts_refused": refused} if refused else {}),
+            "artifacts": [record.to_json() for record in [*kept.records, *evicted]],
+            **({"artifacts_refused": refused} if refused else {}),
         }).to_json())
         publish_feedback(self._records.published_feedback(view.id), document, kept.files)
         self._evict_bulk()
@@ -250,15 +251,25 @@ class RunHost:
             record = None  # written atomically, so never torn; anything else is not a record to complete from
         if record is not None and record.program_digest is not None:
             view = self._view(submission_id)
-            listed = record.artifacts or []
+            # A record written before artifacts were listed names them (plain file names) in its Feedback only.
+            listed = record.artifacts if record.artifacts is not None else [
+                ArtifactRecord(name=name) for name in record.feedback.artifacts or []]
             artifacts = read_artifacts(self._records.submission(submission_id), [a.name for a in listed if not a.evicted])
-            details = {a.name: ArtifactDetails(media_type=a.media_type or "", retention=ArtifactRetention(a.retention or "permanent"))
-                       for a in listed}
-            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts, details))
+            details = {a.name: ArtifactDetails(media_type=a.media_type or "", retention=_retention(a.retention)) for a in listed}
+            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts, details,
+                                                  tuple(a for a in listed if a.evicted)))
             return f"{submission_id} completed from its record"
         self._state.void(submission_id)
         self._records.append(SubmissionVoided(id=submission_id, reason="orchestrator_restarted"))
         return f"{submission_id} voided and refunded (interrupted before its Feedback was recorded)"
+
+
+def _retention(recorded: str | None) -> ArtifactRetention:
+    """The retention a record names (permanent for none, or for a value this version does not know)."""
+    try:
+        return ArtifactRetention(recorded or ArtifactRetention.PERMANENT.value)
+    except ValueError:
+        return ArtifactRetention.PERMANENT
 
 
 def _fault_code(exc: Exception) -> str:

@@ -174,3 +174,35 @@ def test_the_export_lists_each_submissions_artifacts_evicted_ones_marked_and_val
     assert [[(a["name"], a.get("evicted")) for a in r["artifacts"]] for r in exported] == [
         [("summary.txt", None), ("episode-000/replay.gif", True)], [("summary.txt", None), ("episode-000/replay.gif", None)]]
     assert exported[0]["artifacts"][1]["media_type"] == "image/gif" and exported[0]["artifacts"][1]["retention"] == "bulk"
+
+
+def test_a_submission_completed_from_its_record_on_resume_keeps_its_artifacts_and_their_entries(tmp_path):
+    import pytest
+
+    from orchestrator.kernel.rejections import RequestRejected
+    from orchestrator.kernel.session import SessionEvent
+
+    class _Crashing(RunDirectory):
+        def append(self, event):
+            if event.type == SessionEvent.SUBMISSION_COMPLETED.value:
+                raise OSError(28, "No space left on device")
+            return super().append(event)
+
+    records = _Crashing(tmp_path / "run")
+    records.create("benchmark: fake/frames-v0\n")
+    (records.workspace / "program" / "policy.py").write_text(POLICY)
+    budget = Budget(episodes=10, max_submissions=5, pool_size=2, max_episodes_per_submission=None, max_candidates=2)
+    pool = [PlannedEpisode(split="train", index=0, payload=b"", policy_seed=0)]
+    host = RunHost(records=records, sandbox=_Sandbox(1000), benchmark=BENCHMARK, state=SessionState(budget), episode_pool=pool,
+                   instructions="", bulk_artifacts_bytes=0)
+    with pytest.raises(RequestRejected):
+        host.submit("0")
+    before = _record(records, "s0001")
+    resumed = RunHost(records=RunDirectory(records.root), sandbox=_Sandbox(1000), benchmark=BENCHMARK,
+                      state=SessionState.replay(budget, RunDirectory(records.root).events()), episode_pool=pool, instructions="",
+                      bulk_artifacts_bytes=0)
+    assert resumed.recover_in_flight() == "s0001 completed from its record"
+    after = _record(records, "s0001")
+    assert [a.to_json() for a in after.artifacts] == [a.to_json() for a in before.artifacts]
+    assert [(a.name, a.evicted) for a in after.artifacts] == [("summary.txt", None), ("episode-000/replay.gif", True)]
+    assert (records.published_feedback("s0001") / "artifacts" / "summary.txt").read_bytes() == b"s" * 100
