@@ -12,6 +12,7 @@ artifacts a Feedback.
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import mimetypes
 import os
@@ -95,7 +96,7 @@ def kept_artifacts(artifacts: Mapping[str, bytes], details: Mapping[str, Artifac
         given = (details or {}).get(name) or ArtifactDetails()
         files[name] = data
         records.append(ArtifactRecord(name=name, media_type=media_type_of(name, given.media_type),
-                                      retention=given.retention.value, bytes=len(data)))
+                                      retention=given.retention.value, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
     return KeptArtifacts(files=files, records=records, refused=refused)
 
 

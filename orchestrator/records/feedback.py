@@ -17,14 +17,16 @@ from orchestrator.records.models import FeedbackDocument
 def feedback_json(feedback: EvaluationFeedback, program_digest: str) -> dict[str, Any]:
     """The Feedback document (feedback.json, `records.models.FeedbackDocument`): score, Benchmark values, and per-Episode
     runtime observations."""
+    kept = kept_artifacts(feedback.artifacts, feedback.artifact_details)
     return FeedbackDocument.model_validate({
         "schema": schema.FEEDBACK,
         "score": feedback.score,
         "program_digest": program_digest,
         "values": jsonable(feedback.values),
         "episodes": [outcome.to_json() for outcome in feedback.episodes],
-        "artifacts": sorted(kept_artifacts(feedback.artifacts).names),
+        "artifacts": sorted(kept.names),
         **({"evidence_dropped": list(feedback.evidence_dropped)} if feedback.evidence_dropped else {}),
+        **({"artifact_files": [record.to_json() for record in sorted(kept.records, key=lambda r: r.name)]} if kept.records else {}),
     }).to_json()
 
 

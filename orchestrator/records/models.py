@@ -187,6 +187,18 @@ class FeedbackEpisode(Record):
     summary: dict[str, Any] | None = None
 
 
+class ArtifactRecord(Record):
+    """One artifact kept with a Submission (`records.artifacts`): its relative path below the Submission's artifacts/,
+    media type, retention ("permanent" or "bulk") and size; an evicted bulk artifact stays listed, its file gone."""
+
+    name: str
+    media_type: str | None = None
+    retention: str | None = None
+    bytes: Integer | None = None
+    sha256: str | None = None
+    evicted: bool | None = None
+
+
 class FeedbackDocument(Record):
     """feedback.json (published to the agent, and kept in each Submission's record): the score, the Benchmark's values,
     the Episodes and the names of the artifacts beside it."""
@@ -199,21 +211,12 @@ class FeedbackDocument(Record):
     artifacts: list[str] | None = None
     # The Episodes (by index) whose evidence did not reach the Benchmark's Feedback: over the Host's bound.
     evidence_dropped: list[Integer] | None = None
+    # Each artifact of artifacts with its media type, retention, size and sha256 (when the Feedback has any).
+    artifact_files: list[ArtifactRecord] | None = None
 
     @property
     def policy_failures(self) -> int:
         return sum(1 for episode in self.episodes if episode.failure)
-
-
-class ArtifactRecord(Record):
-    """One artifact kept with a Submission (`records.artifacts`): its relative path below the Submission's artifacts/,
-    media type, retention ("permanent" or "bulk") and size; an evicted bulk artifact stays listed, its file gone."""
-
-    name: str
-    media_type: str | None = None
-    retention: str | None = None
-    bytes: Integer | None = None
-    evicted: bool | None = None
 
 
 class SubmissionRecord(Record):

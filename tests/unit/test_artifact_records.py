@@ -4,6 +4,8 @@ retention in record.json, and the Run's bulk artifacts evicted oldest first past
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -133,6 +135,11 @@ def test_the_submission_record_lists_each_artifact_with_media_type_retention_and
         ("summary.txt", "text/plain", "permanent", 100, None), ("episode-000/replay.gif", "image/gif", "bulk", 1000, None)]
     published = records.published_feedback("s0001") / "artifacts" / "episode-000" / "replay.gif"
     assert published.read_bytes() == b"g" * 1000 and os.stat(published).st_mode & 0o777 == 0o644
+    document = json.loads((records.published_feedback("s0001") / "feedback.json").read_text())
+    assert document["artifacts"] == ["episode-000/replay.gif", "summary.txt"]
+    assert [(f["name"], f["media_type"], f["retention"], f["sha256"]) for f in document["artifact_files"]] == [
+        ("episode-000/replay.gif", "image/gif", "bulk", hashlib.sha256(b"g" * 1000).hexdigest()),
+        ("summary.txt", "text/plain", "permanent", hashlib.sha256(b"s" * 100).hexdigest())]
 
 
 def test_bulk_artifacts_are_evicted_oldest_first_past_the_bound_and_permanent_ones_never(tmp_path):
