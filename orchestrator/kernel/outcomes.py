@@ -52,6 +52,8 @@ class EpisodeOutcome:
     # The Episode's whole trajectory in the Benchmark's own encoding: Host-private, kept in memory from RunEpisode
     # to BuildFeedback only, never published or recorded.
     evidence: bytes = field(default=b"", repr=False)
+    # The runner sent evidence that the Host could not keep (over its in-memory bound for a batch).
+    evidence_dropped: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -31,6 +31,9 @@ MAX_EPISODE_EVIDENCE_BYTES = 64 * MiB
 # Evidence of all the Episodes of one BuildFeedback call together: past it, the evidence of the last Episodes is left
 # out (first come, first kept) and the Feedback says which (EvaluationFeedback.evidence_dropped).
 MAX_FEEDBACK_EVIDENCE_BYTES = 256 * MiB
+# Evidence a batch's outcomes hold in memory together between their Episodes' ends and their Feedback (a Validation
+# batch holds every candidate's): an Episode ending past it keeps none (`without_evidence`).
+MAX_BATCH_EVIDENCE_BYTES = 1024 * MiB
 # What a runner call may carry: a Feedback request at its evidence bound with room for the rest of its records, an
 # Episode record at its evidence bound, a Feedback answer's artifacts (16 MiB each, bounded again when recorded).
 MAX_RUNNER_MESSAGE_BYTES = MAX_FEEDBACK_EVIDENCE_BYTES + 64 * MiB
@@ -84,16 +87,23 @@ def planned_episodes(response: Any, seed: int) -> list[PlannedEpisode]:
             for e in response.episodes]
 
 
+def without_evidence(outcome: EpisodeOutcome) -> EpisodeOutcome:
+    """outcome without its evidence, marked as having had some (its Feedback names it in evidence_dropped)."""
+    return replace(outcome, evidence=b"", evidence_dropped=True)
+
+
 def feedback_request(outcomes: list[EpisodeOutcome],
                      max_evidence_bytes: int = MAX_FEEDBACK_EVIDENCE_BYTES) -> tuple[runner_pb2.FeedbackRequest, tuple[int, ...]]:
     """The BuildFeedback request over finished Episodes, in their order (no hidden payload), each with its evidence,
     and the indices of the Episodes whose evidence was left out: those after the one that would take the evidence
     of the request past max_evidence_bytes (the earlier Episodes keep theirs whole), and those whose evidence alone is
-    over MAX_EPISODE_EVIDENCE_BYTES."""
+    over MAX_EPISODE_EVIDENCE_BYTES, or whose evidence the Host did not keep (`without_evidence`)."""
     records, dropped, total, full = [], [], 0, False
     for outcome in outcomes:
         evidence = outcome.evidence
-        if evidence:
+        if outcome.evidence_dropped:
+            dropped.append(outcome.index)
+        elif evidence:
             full = full or (len(evidence) <= MAX_EPISODE_EVIDENCE_BYTES and total + len(evidence) > max_evidence_bytes)
             if full or len(evidence) > MAX_EPISODE_EVIDENCE_BYTES:
                 dropped.append(outcome.index)

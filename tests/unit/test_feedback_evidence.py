@@ -128,3 +128,30 @@ def test_one_episodes_evidence_over_its_own_bound_is_dropped_alone():
     small = [replace(base, index=i, evidence=b"ok") for i in (0, 2)]
     request, dropped = feedback_request([small[0], huge, small[1]])
     assert [r.evidence for r in request.records] == [b"ok", b"", b"ok"] and dropped == (1,)
+
+
+def test_a_batch_keeps_at_most_its_bound_of_evidence_in_memory_and_the_feedback_names_the_rest(monkeypatch):
+    from dataclasses import replace
+
+    from orchestrator.backends import lanes
+    from orchestrator.kernel.outcomes import EpisodeOutcome
+    from orchestrator.protocol import runner_messages
+
+    class Pool:
+        def begin_batch(self, size):
+            pass
+
+        def end_batch(self):
+            pass
+
+    monkeypatch.setattr(lanes, "MAX_BATCH_EVIDENCE_BYTES", 250)
+    base = EpisodeOutcome(index=0, split="train", status=runner_messages.classify_episode(RunnerOutcome.COMPLETED, "", None).status,
+                          failure=None, reason="", steps=1, reward=0.0, terminated=True, truncated=False, policy_seconds=0.0,
+                          environment_seconds=0.0)
+    jobs = [EpisodeJob(episode=PlannedEpisode(split="train", index=i, payload=b"", policy_seed=i), program=None) for i in range(4)]
+    outcomes = lanes.run_over_lanes(Pool(), jobs, 1, lambda lane, job: replace(base, index=job.episode.index, evidence=b"e" * 100),
+                                    None, "t")
+    assert [len(o.evidence) for o in outcomes] == [100, 100, 0, 0]
+    assert [o.evidence_dropped for o in outcomes] == [False, False, True, True]
+    request, dropped = feedback_request(outcomes)
+    assert dropped == (2, 3) and [len(r.evidence) for r in request.records] == [100, 100, 0, 0]
