@@ -207,23 +207,31 @@ class RunHost:
             **({"artifacts_refused": refused} if refused else {}),
         }).to_json())
         publish_feedback(self._records.published_feedback(view.id), document, kept.files)
-        self._evict_bulk()
         failures = sum(1 for e in document["episodes"] if e["failure"])
         # Taken while the Submission is still in flight, so no other can be admitted
         # in between: the budget exactly as this Submission left it.
         budget = self._state.status()
         self._state.complete(view.id, document["score"], failures)
         self._records.append(SubmissionCompleted(id=view.id, score=document["score"], policy_failures=failures))
+        self._evict_bulk()
         return SubmitReceipt(submission_id=view.id, program_digest=digest, score=document["score"],
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)
 
     def _evict_bulk(self) -> None:
-        """Evict the Run's oldest bulk artifacts (kept and published copies) past its bound; permanent ones stay."""
+        """Evict the Run's oldest bulk artifacts (kept and published copies) past its bound; permanent ones stay.
+
+        After the Submission is completed: a record that cannot be rewritten (a full disk) is logged and evicted on a
+        later Submission's turn, never a reason to void a Submission whose Feedback is published.
+        """
         submissions = [(self._records.submission(s.id), [self._records.published_feedback(s.id)])
                        for s in sorted(self._state.status().submissions, key=lambda s: s.number)]
-        evicted = evict_bulk_artifacts(submissions, self._bulk_artifacts_bytes)
+        try:
+            evicted = evict_bulk_artifacts(submissions, self._bulk_artifacts_bytes)
+        except OSError:
+            log.exception("the Run's bulk artifacts could not be evicted now")
+            return
         if evicted:
             log.info("bulk artifacts evicted (the Run's bound is %d bytes): %s", self._bulk_artifacts_bytes, ", ".join(evicted))
 

@@ -210,6 +210,22 @@ def test_a_submission_completed_from_its_record_on_resume_keeps_its_artifacts_an
                       bulk_artifacts_bytes=0)
     assert resumed.recover_in_flight() == "s0001 completed from its record"
     after = _record(records, "s0001")
-    assert [a.to_json() for a in after.artifacts] == [a.to_json() for a in before.artifacts]
+    # The same entries, the bulk one evicted now that the Submission completed (eviction follows completion).
+    assert [{**a.to_json(), "evicted": None} for a in after.artifacts] == [{**a.to_json(), "evicted": None} for a in before.artifacts]
+    assert [(a.name, a.evicted) for a in before.artifacts] == [("summary.txt", None), ("episode-000/replay.gif", None)]
     assert [(a.name, a.evicted) for a in after.artifacts] == [("summary.txt", None), ("episode-000/replay.gif", True)]
     assert (records.published_feedback("s0001") / "artifacts" / "summary.txt").read_bytes() == b"s" * 100
+
+
+def test_an_eviction_that_cannot_be_written_never_voids_the_submission(tmp_path, monkeypatch):
+    from orchestrator.kernel.session import SubmissionState
+    from orchestrator.records import artifacts
+
+    def full_disk(path, value, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    host, records = _run(tmp_path, bound=0)
+    monkeypatch.setattr(artifacts, "write_json", full_disk)
+    receipt = host.submit("0")
+    assert receipt.submission_id == "s0001" and host.status().submissions[0].state is SubmissionState.COMPLETED
+    assert [a.evicted for a in _record(records, "s0001").artifacts] == [None, None]  # evicted on a later turn
