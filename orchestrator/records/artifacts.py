@@ -12,6 +12,7 @@ artifacts a Feedback.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import logging
 import mimetypes
@@ -58,11 +59,18 @@ def name_problem(name: str) -> str | None:
 
 
 def media_type_of(name: str, given: str) -> str:
-    """given when it is a single line, else the type the name's extension says (mimetypes), else octet-stream."""
+    """given when it is a single line, else the type the name's extension says (Python's mimetypes table, the same on
+    every Host), else application/octet-stream."""
     given = given.strip()
     if given and "\n" not in given and "\r" not in given and len(given) <= 255:
         return given
-    return mimetypes.guess_type(name, strict=False)[0] or FALLBACK_MEDIA_TYPE
+    return _media_types().guess_type(name, strict=False)[0] or FALLBACK_MEDIA_TYPE
+
+
+@functools.cache
+def _media_types() -> mimetypes.MimeTypes:
+    """Python's own table only (not the machine's mime.types files), so a name gets the same type on every Host."""
+    return mimetypes.MimeTypes()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
