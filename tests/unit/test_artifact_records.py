@@ -135,6 +135,9 @@ def test_the_submission_record_lists_each_artifact_with_media_type_retention_and
         ("summary.txt", "text/plain", "permanent", 100, None), ("episode-000/replay.gif", "image/gif", "bulk", 1000, None)]
     published = records.published_feedback("s0001") / "artifacts" / "episode-000" / "replay.gif"
     assert published.read_bytes() == b"g" * 1000 and os.stat(published).st_mode & 0o777 == 0o644
+    assert os.stat(published.parent).st_mode & 0o777 == 0o755  # the agent, another user, reads it
+    kept = records.submission("s0001") / "artifacts" / "episode-000"
+    assert os.stat(kept).st_mode & 0o777 == 0o700 and os.stat(kept / "replay.gif").st_mode & 0o777 == 0o600  # Host-private
     document = json.loads((records.published_feedback("s0001") / "feedback.json").read_text())
     assert document["artifacts"] == ["episode-000/replay.gif", "summary.txt"]
     assert [(f["name"], f["media_type"], f["retention"], f["sha256"]) for f in document["artifact_files"]] == [
