@@ -30,9 +30,9 @@ from epg_sdk.outcomes import ContainerExit
 from orchestrator.backends.container_spec import BindMount, ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import LabelSet, selector
-from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -108,6 +108,7 @@ class DockerSandbox:
             for i in range(tuning.lanes())
         ]
         self._container_pool: ContainerPool | None = None
+        self._benchmark: BenchmarkInfo | None = None  # described once: its time limits apply to every Episode
 
     @property
     def labels(self) -> LabelSet:
@@ -205,7 +206,7 @@ class DockerSandbox:
             if now > deadline:
                 raise self._runner_error(lane, "the environment runner did not open its socket in time")
             time.sleep(0.02)
-        lane.channel = grpc.insecure_channel(f"unix:{socket_path}")
+        lane.channel = runner_channel(f"unix:{socket_path}")
         lane.stub = runner_pb2_grpc.EnvironmentRunnerStub(lane.channel)
         try:
             grpc.channel_ready_future(lane.channel).result(timeout=max(1.0, deadline - time.monotonic()))
@@ -231,7 +232,8 @@ class DockerSandbox:
     # EpisodeSandbox ----------------------------------------------------------
 
     def describe(self) -> BenchmarkInfo:
-        return benchmark_info(self._call(self._lanes[0], "Describe", runner_pb2.DescribeRequest(), 30))
+        self._benchmark = benchmark_info(self._call(self._lanes[0], "Describe", runner_pb2.DescribeRequest(), 30))
+        return self._benchmark
 
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
         response = self._call(self._lanes[0], "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
@@ -245,6 +247,8 @@ class DockerSandbox:
         One batch at a time: a call made while another batch runs waits until it has ended (the pool's
         begin_batch), so two batches never share the lanes; container_pool.cancel_batch() stops the running one.
         """
+        if self._benchmark is None:
+            self.describe()  # the Benchmark's own time limits, before any Episode starts
         return run_over_lanes(self.container_pool, jobs, len(self._lanes), lambda lane, job: self._run_on_lane(self._lanes[lane], job),
                               on_episode, "epg-lane")
 
@@ -254,11 +258,12 @@ class DockerSandbox:
         return outcome
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        return evaluation_feedback(self._call(self._lanes[0], "BuildFeedback", feedback_request(outcomes), 120), outcomes)
+        request, evidence_dropped = feedback_request(outcomes)
+        return evaluation_feedback(self._call(self._lanes[0], "BuildFeedback", request, 120), outcomes, evidence_dropped)
 
     def _run_on_lane(self, lane: _Lane, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.container_pool.take(lane.index)
-        limits = self._limits.episode
+        limits = benchmark_limits(self._limits, self._benchmark)
         outcome: RunnerOutcome | None = None
         exit_status: ContainerExit | None = None
         try:

@@ -7,10 +7,11 @@ the Kubernetes sandbox (and whoever opens one) share these values without loadin
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from epg_sdk.runtime.episode_loop import EpisodeLimits
+from orchestrator.kernel.ports import BenchmarkInfo
 
 # The OCI runtimes a sandboxed container may run under: runc (Linux namespaces
 # and cgroups) or runsc (gVisor: a user-space kernel between the container and
@@ -34,10 +35,27 @@ class SandboxLimits:
     tmpfs_bytes: int = 64 * 1024 * 1024
     shm_bytes: int = 16 * 1024 * 1024
     episode: EpisodeLimits = EpisodeLimits()
+    # The deadlines of episode the user chose ("step_deadline_s", "episode_deadline_s"): a Benchmark's own time
+    # limits replace the others (`benchmark_limits`).
+    chosen_deadlines: frozenset[str] = frozenset()
     # Pin each lane's runner and its policy containers to one CPU. A step is a
     # ping-pong; on one CPU the kernel hands over directly instead of waking an
     # idle CPU: about half the step latency.
     pin_cpu: bool = True
+
+
+def benchmark_limits(limits: SandboxLimits, benchmark: BenchmarkInfo | None) -> EpisodeLimits:
+    """The deadlines an Episode of benchmark runs under: limits.episode, its step and Episode deadlines replaced by
+    the Benchmark's own time limits (step_seconds, episode_seconds, when above 0) unless the user chose them
+    (limits.chosen_deadlines)."""
+    episode = limits.episode
+    if benchmark is None:
+        return episode
+    if benchmark.step_seconds > 0 and "step_deadline_s" not in limits.chosen_deadlines:
+        episode = replace(episode, step_deadline_s=benchmark.step_seconds)
+    if benchmark.episode_seconds > 0 and "episode_deadline_s" not in limits.chosen_deadlines:
+        episode = replace(episode, episode_deadline_s=benchmark.episode_seconds)
+    return episode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,16 +43,25 @@ def evaluate(
     program_dir: Annotated[Path, typer.Argument(help="Directory holding the Program (policy.py and its files).", show_default=False,
                                                 exists=True, file_okay=False)],
     benchmark: Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark id or alias, e.g. CartPole-v1 or cartpole.")],
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, max=100_000, help="Number of Episodes.")] = 10,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", "--count", min=1, max=100_000, help="Number of Episodes.")] = 10,
     split: Annotated[str, typer.Option("--split", help=f"Episode split: {', '.join(SPLITS)}.")] = "train",
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Episode plan and the policy seeds.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**64 - 1, help="Seed of the Episode plan and the policy seeds.")] = 0,
+    reproduce: Annotated[bool, typer.Option(
+        "--reproduce",
+        help="Reproduction mode: the Episodes EvoPolicyGym 0.3's own evaluate plans for --seed, --split and --count "
+        "(passed unchanged to the Benchmark's planning) and its policy seeds, so that per-Episode returns, written in "
+        "plan order, compare one to one with its results. Runs never use this mode: their Episodes stay secret.")] = False,
     out_dir: OutputDir = None,
     as_json: Json = False,
     memory: Annotated[str, typer.Option("--memory", help="Memory limit of each policy container.")] = "512m",
     cpus: Annotated[float, typer.Option("--cpus", min=0.05, help="CPU limit of each policy container.")] = 1.0,
     pids: Annotated[int, typer.Option("--pids", min=8, help="Process limit of each policy container.")] = 64,
-    step_deadline: Annotated[float, typer.Option("--step-deadline", min=0.001, help="Seconds allowed for one act().")] = 1.0,
-    episode_deadline: Annotated[float, typer.Option("--episode-deadline", min=0.01, help="Seconds of policy time per Episode.")] = 300.0,
+    step_deadline: Annotated[Optional[float], typer.Option(
+        "--step-deadline", min=0.001, show_default=False,
+        help="Seconds allowed for one act() [default: the Benchmark's own step limit, else 1.0].")] = None,
+    episode_deadline: Annotated[Optional[float], typer.Option(
+        "--episode-deadline", min=0.01, show_default=False,
+        help="Seconds of policy time per Episode [default: the Benchmark's own Episode limit, else 300].")] = None,
     startup_deadline: Annotated[float, typer.Option("--startup-deadline", min=0.1, help="Seconds for start-up and make_policy().")] = 30.0,
     concurrency: Concurrency = 0,
     pool_size: PoolSize = 4,
@@ -69,6 +78,8 @@ def evaluate(
     """Evaluate PROGRAM_DIR on a benchmark; every Episode runs in a fresh, hardened container.
 
     --output DIR writes feedback.json, evaluation.json and artifacts/ there (--out is the same option).
+    --reproduce plans and seeds the Episodes as EvoPolicyGym 0.3's evaluate does, to compare per-Episode returns with
+    its results; Runs never use it (their Episodes stay secret).
     Exit status: 0 evaluated (whatever the policy did), 1 bad Program or Benchmark, 2 usage, 3 infrastructure.
     """
     # Loaded here, not with the CLI: --help would pay for the engine's client, grpc and pydantic.
@@ -90,11 +101,15 @@ def evaluate(
         program = capture_program(program_dir)
     except ProgramError as exc:
         fail(f"invalid Program: {exc.message}")
+    defaults = EpisodeLimits()
     limits = SandboxLimits(
         memory_bytes=parse_size(memory),
         cpus=cpus,
         pids=pids,
-        episode=EpisodeLimits(step_deadline_s=step_deadline, episode_deadline_s=episode_deadline, startup_deadline_s=startup_deadline),
+        episode=EpisodeLimits(step_deadline_s=step_deadline or defaults.step_deadline_s,
+                              episode_deadline_s=episode_deadline or defaults.episode_deadline_s, startup_deadline_s=startup_deadline),
+        chosen_deadlines=frozenset(name for name, given in (("step_deadline_s", step_deadline), ("episode_deadline_s", episode_deadline))
+                                   if given is not None),
     )
     roots = environment_roots(environments)
     try:
@@ -108,7 +123,7 @@ def evaluate(
                              kubernetes=kubernetes)
     started, clock = utc_now(), time.monotonic()
     try:
-        evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json)
+        evaluation, produced_by = _run(options, package, program, split, seed, episodes, quiet=as_json, reproduce=reproduce)
     except ProgramError as exc:
         fail(f"invalid Program: {exc.message}")
     except CatalogueError as exc:
@@ -127,7 +142,7 @@ def evaluate(
 
 
 def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program, split: str, seed: int, episodes: int,
-         quiet: bool) -> tuple[Evaluation, dict[str, object]]:
+         quiet: bool, reproduce: bool = False) -> tuple[Evaluation, dict[str, object]]:
     from orchestrator.kernel.evaluation import evaluate_program
     from orchestrator.sandbox_opening import open_benchmark_sandbox, sandbox_provenance
 
@@ -144,7 +159,8 @@ def _run(options: SandboxOptions, package: EnvironmentPackage, program: Program,
 
         with open_benchmark_sandbox(options, progress=note) as sandbox:
             progress.update(task, description="Episodes")
-            evaluation = evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance)
+            evaluation = evaluate_program(sandbox, program, split=split, seed=seed, episodes=episodes, on_episode=advance,
+                                          reproduce=reproduce)
             return evaluation, sandbox_provenance(sandbox, package)
 
 
@@ -167,6 +183,10 @@ def _print_report(evaluation: Evaluation, out_dir: Path | None) -> None:
     for e in feedback.episodes:
         if e.failure is not None:
             out.print(Text.assemble((f"Episode {e.index}", "red"), f": {e.failure.value}: ", plain(e.reason)))
+    if evaluation.reproduction_seeds:
+        returns = ", ".join("failed" if e.failure is not None else repr(e.reward) for e in feedback.episodes)
+        out.print(plain(f"reproduction of EvoPolicyGym 0.3's evaluate (seed {evaluation.seed}, split {evaluation.split}, "
+                        f"count {len(feedback.episodes)}); returns in plan order: {returns}"))
     out.print(f"Program {evaluation.program.digest}")
     out.print(Text.assemble(plain(f"score ({evaluation.benchmark.primary_metric}): "), f"{feedback.score:.4f}", style="bold"))
     if out_dir is not None:

@@ -47,7 +47,7 @@ def run(
     from orchestrator.images.catalogue import CatalogueError, discover
     from orchestrator.records.models import RunManifest
     from orchestrator.records.run_dir import RunDirectory
-    from orchestrator.run.driver import RunDriver, RunOptions
+    from orchestrator.run.driver import ParametersChanged, RunDriver, RunOptions
     from orchestrator.run.preflight import preflight, preflight_benchmark
     from orchestrator.run.relay_setup import RelayConfigError, with_grants
     from orchestrator.run.seed_key import SeedKeyError
@@ -92,7 +92,7 @@ def run(
         with err.status("starting", spinner="dots") as status:
             reporter.status = status
             manifest = RunManifest.model_validate(RunDriver(options, reporter.notify).execute())
-    except (FileExistsError, FileNotFoundError, RelayConfigError, SeedKeyError, RecordError) as exc:
+    except (FileExistsError, FileNotFoundError, RelayConfigError, SeedKeyError, RecordError, ParametersChanged) as exc:
         fail(str(exc))
     except ProgramError as exc:
         fail(f"initial Program: {exc.message}")

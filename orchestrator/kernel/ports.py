@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.kernel.jsonable import jsonable
-from orchestrator.kernel.outcomes import EpisodeOutcome
+from orchestrator.kernel.outcomes import ArtifactDetails, EpisodeOutcome
 from orchestrator.kernel.program import Program
 
 
@@ -30,6 +30,12 @@ class BenchmarkInfo:
     parameters: Any
     failure_return: float
     readme: str = ""
+    # The Benchmark's own time limits in seconds (0: the Host's defaults apply; see `per_benchmark_limits`).
+    step_seconds: float = 0.0
+    episode_seconds: float = 0.0
+    # "sha256:<hex>" of the canonical encoding of parameters (`epg_sdk.benchmark.parameters_digest`), bound into every
+    # result of this Benchmark.
+    parameters_digest: str = ""
 
     def public_json(self) -> dict[str, Any]:
         """The spec as JSON-ready data (arrays as lists, bytes as base64, NaN as None), without the readme."""
@@ -87,6 +93,10 @@ class EvaluationFeedback:
     values: dict[str, Any]
     artifacts: dict[str, bytes]
     episodes: tuple[EpisodeOutcome, ...]
+    # Media type and retention of artifacts by name (a name without an entry: guessed from the name, permanent).
+    artifact_details: dict[str, ArtifactDetails] = field(default_factory=dict)
+    # The indices of the Episodes whose evidence did not reach the Benchmark's Feedback (over the Host's bound).
+    evidence_dropped: tuple[int, ...] = ()
 
 
 class EpisodeSandbox(Protocol):

@@ -140,6 +140,7 @@ class RunManifest(Record):
     images: dict[str, ImageRecord] | None = None
     benchmark_package: BenchmarkPackage | None = None
     metric: Metric | None = None
+    parameters_digest: str | None = None  # the Benchmark's parameters (`BenchmarkInfo.parameters_digest`); a resume checks it
     relay: RelayTotals | None = None
     terminal_reason: RecordedReason | None = None
     validation: ValidationSummary | None = None
@@ -196,6 +197,18 @@ class FeedbackEpisode(Record):
     summary: dict[str, Any] | None = None
 
 
+class ArtifactRecord(Record):
+    """One artifact kept with a Submission (`records.artifacts`): its relative path below the Submission's artifacts/,
+    media type, retention ("permanent" or "bulk") and size; an evicted bulk artifact stays listed, its file gone."""
+
+    name: str
+    media_type: str | None = None
+    retention: str | None = None
+    bytes: Integer | None = None
+    sha256: str | None = None
+    evicted: bool | None = None
+
+
 class FeedbackDocument(Record):
     """feedback.json (published to the agent, and kept in each Submission's record): the score, the Benchmark's values,
     the Episodes and the names of the artifacts beside it."""
@@ -206,6 +219,10 @@ class FeedbackDocument(Record):
     program_digest: str | None = None
     values: dict[str, Any] | None = None
     artifacts: list[str] | None = None
+    # The Episodes (by index) whose evidence did not reach the Benchmark's Feedback: over the Host's bound.
+    evidence_dropped: list[Integer] | None = None
+    # Each artifact of artifacts with its media type, retention, size and sha256 (when the Feedback has any).
+    artifact_files: list[ArtifactRecord] | None = None
 
     @property
     def policy_failures(self) -> int:
@@ -213,7 +230,8 @@ class FeedbackDocument(Record):
 
 
 class SubmissionRecord(Record):
-    """submissions/<id>/record.json: one Submission, its selector, indices, Program and Feedback."""
+    """submissions/<id>/record.json: one Submission, its selector, indices, Program and Feedback, and the artifacts
+    kept beside it (and why any of the Feedback's were not)."""
 
     schema_id: Literal["epg.submission/1"] = Field(default=SUBMISSION, alias="schema")
     feedback: FeedbackDocument
@@ -222,6 +240,9 @@ class SubmissionRecord(Record):
     selector: str | None = None
     indices: list[Integer] | None = None
     program_digest: str | None = None
+    parameters_digest: str | None = None
+    artifacts: list[ArtifactRecord] | None = None
+    artifacts_refused: list[str] | None = None
 
 
 # validation.json and assessment.json ------------------------------------------------------------------------------------
@@ -244,6 +265,7 @@ class ValidationReport(Record):
     episodes: Integer | None = None
     selected: str | None = None
     results: list[ValidationResult] | None = None
+    parameters_digest: str | None = None
 
 
 class AssessmentReport(FeedbackDocument):
@@ -253,6 +275,7 @@ class AssessmentReport(FeedbackDocument):
     schema_id: Literal["epg.assessment/1"] = Field(default=ASSESSMENT, alias="schema")  # type: ignore[assignment]  # its own id
     submission_id: str | None = None
     initial_program: FeedbackDocument | None = None
+    parameters_digest: str | None = None
 
 
 # suite.json ---------------------------------------------------------------------------------------------------------

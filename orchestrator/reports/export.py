@@ -133,6 +133,7 @@ def _submission_records(run: RunRecords, form: ProgramForm) -> Iterator[dict[str
             "_time": _time(when), "kind": "submission", "submission_id": record.id, "number": record.number,
             "time": when, "selector": record.selector, "indices": list(record.indices), "program": shown,
             "receipt": receipts.get(record.id) or _receipt(record, None), "feedback": record.feedback,
+            **({"artifacts": record.artifacts} if record.artifacts is not None else {}),
         }
 
 

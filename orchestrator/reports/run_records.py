@@ -37,6 +37,9 @@ class SubmissionRecord:
     indices: tuple[int, ...] = ()
     program_digest: str = ""
     feedback: dict[str, Any] = field(default_factory=dict)
+    # The artifacts kept with it (record.json's `artifacts`: name, media_type, retention, bytes, evicted); None in a
+    # record written before they were listed.
+    artifacts: list[dict[str, Any]] | None = None
     error: str | None = None
 
     @property
@@ -215,6 +218,7 @@ def _read_submission(root: Path, name: str, budget: list[int]) -> SubmissionReco
         return SubmissionRecord(
             id=name, number=record.number or 0, selector=record.selector or "",
             indices=tuple(record.indices), program_digest=digest, feedback=record.feedback.to_json(),
+            artifacts=[a.to_json() for a in record.artifacts] if record.artifacts is not None else None,
         )
     except schema.RecordError as exc:
         if exc.reason == "missing" and safe_read.kind(root, f"submissions/{name}") == "dir":

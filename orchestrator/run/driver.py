@@ -35,13 +35,13 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, sandbox_labels
 from orchestrator.backends.lanes import episode_budget_s
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
-from orchestrator.kernel.ports import PlannedEpisode, PooledSandbox
+from orchestrator.kernel.ports import BenchmarkInfo, PlannedEpisode, PooledSandbox
 from orchestrator.kernel.program import Program, capture_program
 from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.kernel.selection import CandidateResult, every_completed, fallback_candidates, select_candidate
@@ -131,6 +131,8 @@ def sandbox_limits(spec: RunSpec) -> SandboxLimits:
             episode_deadline_s=limits.episode_deadline_s,
             startup_deadline_s=limits.startup_deadline_s,
         ),
+        # A deadline the spec sets wins over the Benchmark's own time limit; a default one gives way to it.
+        chosen_deadlines=frozenset(limits.model_fields_set & {"step_deadline_s", "episode_deadline_s"}),
     )
 
 
@@ -185,6 +187,22 @@ def catch_up(records: RunDirectory) -> str:
     return "; ".join(done)
 
 
+class ParametersChanged(Exception):
+    """A Run is resumed against an environment image whose Benchmark has other parameters than the Run recorded."""
+
+
+def check_parameters(manifest: RunManifest, digest: str, benchmark_id: str, run_dir: Path) -> None:
+    """Raise ParametersChanged when manifest records a parameters digest other than digest: a resume against an image
+    whose Benchmark has other parameters, whose results would not be comparable with the Run's. A manifest written
+    before the digest existed records none and passes."""
+    recorded = manifest.parameters_digest
+    if recorded and recorded != digest:
+        raise ParametersChanged(
+            f"{run_dir}: this Run was measured with the parameters {recorded} of {benchmark_id}, but the environment image "
+            f"now describes it with the parameters {digest}; resume it with the image it was created with "
+            "(run.json's images.environment), or start a new Run")
+
+
 class RunDriver:
     """Executes one Run. Not thread-safe: one driver per run directory."""
 
@@ -194,9 +212,12 @@ class RunDriver:
         self._records = RunDirectory(options.run_dir)
         self._notify = notify
         self._skills: tuple[StoredSkill, ...] = ()
+        self._parameters_digest = ""  # the Benchmark's, once the sandbox described it
+        self._benchmark_info: BenchmarkInfo | None = None
 
     def execute(self) -> RunManifest:
-        """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError."""
+        """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError, ParametersChanged (a
+        resume against a Benchmark whose parameters digest differs from run.json's)."""
         options, records = self._options, self._records
         if options.resume:
             if not records.events_path.exists():
@@ -234,8 +255,13 @@ class RunDriver:
             setup = SandboxSetup(labels=labels, limits=sandbox_limits(self._spec), tuning=tuning, kubernetes=kubernetes_options(self._spec))
             with open_sandbox(engine, images, setup, lambda m: self._notify(RunProgress.NOTE, {"message": m})) as sandbox:
                 benchmark = sandbox.describe()
-                # What a reader of the records needs to compare scores: the metric and which way is better.
-                records.update_manifest(metric={"name": benchmark.primary_metric, "direction": benchmark.direction})
+                self._parameters_digest = benchmark.parameters_digest
+                self._benchmark_info = benchmark
+                self._check_parameters(benchmark.parameters_digest)
+                # What a reader of the records needs to compare scores: the metric and which way is better, and the
+                # identity of the Benchmark's parameters every result of the Run was measured under.
+                records.update_manifest(metric={"name": benchmark.primary_metric, "direction": benchmark.direction},
+                                        parameters_digest=benchmark.parameters_digest)
                 episode_pool = self._episode_pool(sandbox)
                 state = SessionState.replay(budget_of(self._spec), [event.to_json() for event in records.events()])
                 self._skills = agent_container.prepare_skills(self._spec, options.spec_dir, records)
@@ -245,7 +271,8 @@ class RunDriver:
                 write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
                 host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, episode_pool=episode_pool,
-                               instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify)
+                               instructions=instructions, agent=agent_container.agent_identity(), notify=self._notify,
+                               bulk_artifacts_bytes=self._spec.records.bulk_artifacts_bytes)
                 recovered = host.recover_in_flight()
                 if recovered:
                     self._notify(RunProgress.NOTE, {"message": recovered})
@@ -266,6 +293,10 @@ class RunDriver:
             if records.manifest_path.exists():
                 self._record_accounting(time.monotonic() - started)
         return records.read_manifest()
+
+    def _check_parameters(self, digest: str) -> None:
+        """Raise ParametersChanged when run.json records a parameters digest other than digest."""
+        check_parameters(self._records.read_manifest(), digest, self._benchmark_id, self._records.root)
 
     def _phase(self) -> Phase:
         """The phase to run: run.json's (a resume catches it up first)."""
@@ -419,7 +450,7 @@ class RunDriver:
         before this returns, and no Episode of it runs any more unless a stuck one is still ending, which the
         container pool's one-batch-at-a-time rule keeps apart from the held-out Episodes.
         """
-        limits = sandbox_limits(self._spec).episode
+        limits = benchmark_limits(sandbox_limits(self._spec), self._benchmark_info)
         host.state.close()  # first, so that no Submission is admitted after the one counted here
         status = host.state.status()
         flying = next((s for s in status.submissions if s.id == status.in_flight), None)
@@ -499,7 +530,7 @@ class RunDriver:
             self._notify(RunProgress.VALIDATED, {"id": submission_id, "score": feedback.score})
         best = select_candidate(results, direction, failures_break_ties=self._spec.validation.candidates == "agent")
         report = {"schema": schema.VALIDATION, "candidates": list(candidates), "rule": rule, "episodes": spec.validation.episodes,
-                  "selected": best.submission_id, "results": table}
+                  "selected": best.submission_id, "results": table, "parameters_digest": self._parameters_digest}
         write_json(records.root / "validation.json", ValidationReport.model_validate(report).to_json())
         records.update_manifest(
             validation={"candidates": list(candidates), "rule": rule, "selected": best.submission_id,
@@ -526,7 +557,8 @@ class RunDriver:
         programs = [program, initial] if spec.assessment.include_initial_program else [program]
         feedback, *reference = evaluate_programs(sandbox, programs, episodes)
         document = feedback_json(feedback, program.digest)
-        report: dict[str, Any] = {**document, "schema": schema.ASSESSMENT, "submission_id": final.submission_id}
+        report: dict[str, Any] = {**document, "schema": schema.ASSESSMENT, "submission_id": final.submission_id,
+                                  "parameters_digest": self._parameters_digest}
         summary: dict[str, Any] = {"score": feedback.score, "episodes": spec.assessment.episodes,
                                    "policy_failures": sum(1 for e in feedback.episodes if e.failure)}
         if reference:

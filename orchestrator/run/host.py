@@ -17,15 +17,17 @@ from typing import Any, Callable
 
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.infrastructure import InfrastructureError
+from orchestrator.kernel.outcomes import ArtifactDetails, ArtifactRetention
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeSandbox, PlannedEpisode, SubmitReceipt
 from orchestrator.kernel.program import ProgramError
 from orchestrator.kernel.rejections import RejectionCode, RequestRejected
 from orchestrator.kernel.session import SessionState, StatusView, SubmissionState, SubmissionView
 from orchestrator.records import schema
+from orchestrator.records.artifacts import DEFAULT_BULK_ARTIFACTS_BYTES, evict_bulk_artifacts, kept_artifacts
 from orchestrator.records.atomic import PRIVATE_FILE, write_bytes, write_json
 from orchestrator.records.events import Finished, SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
 from orchestrator.records.feedback import feedback_json, publish_feedback, read_artifacts, write_artifacts
-from orchestrator.records.models import SubmissionRecord, parse
+from orchestrator.records.models import ArtifactRecord, SubmissionRecord, parse
 from orchestrator.records.progress import Notify, RunProgress
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.workspace import AgentIdentity, capture_workspace_program
@@ -49,8 +51,10 @@ class RunHost:
         instructions: str,
         agent: AgentIdentity | None = None,
         notify: Notify = lambda kind, fields: None,
+        bulk_artifacts_bytes: int = DEFAULT_BULK_ARTIFACTS_BYTES,
     ) -> None:
         self._records = records
+        self._bulk_artifacts_bytes = bulk_artifacts_bytes
         self._sandbox = sandbox
         self._benchmark = benchmark
         self._state = state
@@ -112,7 +116,8 @@ class RunHost:
                 raise RequestRejected(RejectionCode.SESSION_CLOSED,
                                       f"the agent phase ended before {view.id} was evaluated; nothing was spent")
             try:
-                receipt = self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts)
+                receipt = self._complete(view, program.digest, feedback_json(feedback, program.digest), feedback.artifacts,
+                                         feedback.artifact_details)
             except Exception as exc:
                 raise self._failed(view, exc) from None
         self._notify_completed(receipt)  # outside the lock: a listener may act on the Run (tests submit from it)
@@ -188,26 +193,47 @@ class RunHost:
         return next(s for s in self._state.status().submissions if s.id == submission_id)
 
     # records -------------------------------------------------------------------
-    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes]) -> SubmitReceipt:
+    def _complete(self, view: SubmissionView, digest: str, document: dict[str, Any], artifacts: dict[str, bytes],
+                  details: dict[str, ArtifactDetails], evicted: tuple[ArtifactRecord, ...] = ()) -> SubmitReceipt:
         # Order matters for resume: the record first, then the published copy,
         # then the event that makes the Submission count as completed.
         directory = self._records.submission(view.id)
-        write_artifacts(directory, artifacts)
+        kept = kept_artifacts(artifacts, details)
+        refused = kept.refused + write_artifacts(directory, kept.files)
         write_json(directory / "record.json", SubmissionRecord.model_validate({
             "schema": schema.SUBMISSION, "id": view.id, "number": view.number, "selector": view.selector, "indices": list(view.indices),
-            "program_digest": digest, "feedback": document,
+            "program_digest": digest, "parameters_digest": self._benchmark.parameters_digest, "feedback": document,
+            "artifacts": [record.to_json() for record in [*kept.records, *evicted]],
+            **({"artifacts_refused": refused} if refused else {}),
         }).to_json())
-        publish_feedback(self._records.published_feedback(view.id), document, artifacts)
+        publish_feedback(self._records.published_feedback(view.id), document, kept.files)
         failures = sum(1 for e in document["episodes"] if e["failure"])
         # Taken while the Submission is still in flight, so no other can be admitted
         # in between: the budget exactly as this Submission left it.
         budget = self._state.status()
         self._state.complete(view.id, document["score"], failures)
         self._records.append(SubmissionCompleted(id=view.id, score=document["score"], policy_failures=failures))
+        self._evict_bulk()
         return SubmitReceipt(submission_id=view.id, program_digest=digest, score=document["score"],
                             policy_failures=failures, feedback_path=self.feedback_path(view.id),
                             episodes_used=budget.episodes_used, episodes_left=budget.episodes_left,
                             submissions_left=budget.submissions_left)
+
+    def _evict_bulk(self) -> None:
+        """Evict the Run's oldest bulk artifacts (kept and published copies) past its bound; permanent ones stay.
+
+        After the Submission is completed: a record that cannot be rewritten (a full disk) is logged and evicted on a
+        later Submission's turn, never a reason to void a Submission whose Feedback is published.
+        """
+        submissions = [(self._records.submission(s.id), [self._records.published_feedback(s.id)])
+                       for s in sorted(self._state.status().submissions, key=lambda s: s.number)]
+        try:
+            evicted = evict_bulk_artifacts(submissions, self._bulk_artifacts_bytes)
+        except OSError:
+            log.exception("the Run's bulk artifacts could not be evicted now")
+            return
+        if evicted:
+            log.info("bulk artifacts evicted (the Run's bound is %d bytes): %s", self._bulk_artifacts_bytes, ", ".join(evicted))
 
     def _notify_completed(self, receipt: SubmitReceipt) -> None:
         self._notify(RunProgress.SUBMISSION_COMPLETED, {"id": receipt.submission_id, "score": receipt.score, "status": self._state.status(),
@@ -233,12 +259,25 @@ class RunHost:
             record = None  # written atomically, so never torn; anything else is not a record to complete from
         if record is not None and record.program_digest is not None:
             view = self._view(submission_id)
-            artifacts = read_artifacts(self._records.submission(submission_id))
-            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts))
+            # A record written before artifacts were listed names them (plain file names) in its Feedback only.
+            listed = record.artifacts if record.artifacts is not None else [
+                ArtifactRecord(name=name) for name in record.feedback.artifacts or []]
+            artifacts = read_artifacts(self._records.submission(submission_id), [a.name for a in listed if not a.evicted])
+            details = {a.name: ArtifactDetails(media_type=a.media_type or "", retention=_retention(a.retention)) for a in listed}
+            self._notify_completed(self._complete(view, record.program_digest, record.feedback.to_json(), artifacts, details,
+                                                  tuple(a for a in listed if a.evicted)))
             return f"{submission_id} completed from its record"
         self._state.void(submission_id)
         self._records.append(SubmissionVoided(id=submission_id, reason="orchestrator_restarted"))
         return f"{submission_id} voided and refunded (interrupted before its Feedback was recorded)"
+
+
+def _retention(recorded: str | None) -> ArtifactRetention:
+    """The retention a record names (permanent for none, or for a value this version does not know)."""
+    try:
+        return ArtifactRetention(recorded or ArtifactRetention.PERMANENT.value)
+    except ValueError:
+        return ArtifactRetention.PERMANENT
 
 
 def _fault_code(exc: Exception) -> str:

@@ -263,6 +263,14 @@ class SandboxSpec(_Strict):
     )
 
 
+class RecordsSpec(_Strict):
+    bulk_artifacts_bytes: int = Field(
+        default=1 << 30, ge=0,
+        description="Bytes of bulk artifacts (replays, frames: what a Benchmark marks bulk) a Run keeps in all; past it the "
+        "oldest are evicted, their files removed and their entries in record.json marked evicted. Permanent artifacts are never evicted.",
+    )
+
+
 class RunSpec(_Strict):
     """A Run: which benchmark, which agent, what budget, where the records go."""
 
@@ -282,6 +290,7 @@ class RunSpec(_Strict):
     limits: LimitsSpec = LimitsSpec()
     sandbox: SandboxSpec = SandboxSpec()
     relay: RelaySpec = RelaySpec()
+    records: RecordsSpec = RecordsSpec()
     output: str | None = Field(default=None, description="Run directory; default runs/<benchmark>-<time>.")
 
     @model_validator(mode="after")

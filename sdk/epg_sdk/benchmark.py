@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import abc
 import csv
+import hashlib
 import io
 import json
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -214,3 +216,57 @@ def mean_steps(episodes: list[dict[str, Any]]) -> float:
 def success_rate(episodes: list[dict[str, Any]]) -> float:
     """Return the share of rows whose summary says `success: True` (0.0 for none)."""
     return sum(1 for row in episodes if row["summary"].get("success") is True) / len(episodes) if episodes else 0.0
+
+
+_PARAMETERS_DOMAIN = b"epg/benchmark-parameters/v1\0"
+
+
+def parameters_digest(parameters: Any) -> str:
+    """The identity of a Benchmark's public parameters: "sha256:" and the hex SHA-256 of their canonical encoding.
+
+    The encoding tags each value with its type and prefixes every variable part with its length, so values of
+    different types or shapes never encode alike: None, bool, int, float (IEEE 754 big-endian), str (UTF-8), bytes,
+    list, tuple (apart from list), dict (keys are strings, sorted by their UTF-8 bytes) and arrays (anything with
+    dtype, shape and tobytes: its dtype string, shape and C-order bytes; a NumPy scalar is an array of shape ()).
+    The runner sends it in its description and the Host computes it the same way when a runner sends none.
+    Raises TypeError for a value of another type or a dict key that is not a string.
+    """
+    digest = hashlib.sha256(_PARAMETERS_DOMAIN)
+    _encode_parameter(digest, parameters)
+    return "sha256:" + digest.hexdigest()
+
+
+def _encode_parameter(digest: Any, value: Any) -> None:
+    if value is None:
+        digest.update(b"n")
+    elif isinstance(value, bool):
+        digest.update(b"t" if value else b"f")
+    elif isinstance(value, int):
+        _tagged(digest, b"i", str(value).encode("ascii"))
+    elif isinstance(value, float):
+        digest.update(b"d" + struct.pack(">d", value))
+    elif isinstance(value, str):
+        _tagged(digest, b"s", value.encode("utf-8"))
+    elif isinstance(value, (bytes, bytearray)):
+        _tagged(digest, b"b", bytes(value))
+    elif isinstance(value, (list, tuple)):
+        digest.update((b"l" if isinstance(value, list) else b"u") + len(value).to_bytes(8, "big"))
+        for item in value:
+            _encode_parameter(digest, item)
+    elif isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError("parameter mappings must have string keys")
+        digest.update(b"m" + len(value).to_bytes(8, "big"))
+        for key in sorted(value, key=lambda k: k.encode("utf-8")):
+            _tagged(digest, b"k", key.encode("utf-8"))
+            _encode_parameter(digest, value[key])
+    elif hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "tobytes"):
+        _tagged(digest, b"a", str(value.dtype).encode("ascii"))
+        digest.update(len(value.shape).to_bytes(8, "big") + b"".join(int(size).to_bytes(8, "big") for size in value.shape))
+        _tagged(digest, b"", value.tobytes(order="C"))
+    else:
+        raise TypeError(f"a Benchmark parameter cannot be {type(value).__name__}")
+
+
+def _tagged(digest: Any, tag: bytes, data: bytes) -> None:
+    digest.update(tag + len(data).to_bytes(8, "big") + data)

@@ -54,9 +54,9 @@ from orchestrator.backends.kubernetes.manifests import (
 from orchestrator.backends.kubernetes.owners import Heartbeat, process_owner
 from orchestrator.backends.kubernetes.relay import ExecRelay, read_tail, upload_program
 from orchestrator.backends.labels import LabelSet
-from orchestrator.backends.lanes import episode_budget_s, run_over_lanes
+from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -134,6 +134,7 @@ class KubernetesSandbox:
         self._control: _PodLink | None = None
         self._container_pool: ContainerPool | None = None
         self._image_ids: dict[str, str] = {"environment": "", "policy_runtime": ""}
+        self._benchmark: BenchmarkInfo | None = None  # described once: its time limits apply to every Episode
 
     @property
     def labels(self) -> LabelSet:
@@ -240,7 +241,7 @@ class KubernetesSandbox:
     def _link(self, pod: str) -> _PodLink:
         """Open the relay to pod's runner and wait until the runner answers."""
         relay = ExecRelay(self._cluster, pod, RUNNER_CONTAINER, f"{EXCHANGE_MOUNT}/runner.sock", self._root / f"{pod}.sock")
-        channel = grpc.insecure_channel(f"unix:{relay.path}")
+        channel = runner_channel(f"unix:{relay.path}")
         link = _PodLink(pod=pod, relay=relay, channel=channel, stub=runner_pb2_grpc.EnvironmentRunnerStub(channel))
         try:
             grpc.channel_ready_future(channel).result(timeout=RUNNER_READY_S)
@@ -266,18 +267,22 @@ class KubernetesSandbox:
     # EpisodeSandbox ----------------------------------------------------------
 
     def describe(self) -> BenchmarkInfo:
-        return benchmark_info(self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30))
+        self._benchmark = benchmark_info(self._call(self._control_link(), "Describe", runner_pb2.DescribeRequest(), 30))
+        return self._benchmark
 
     def plan(self, split: str, seed: int, count: int) -> list[PlannedEpisode]:
         response = self._call(self._control_link(), "PlanEpisodes", runner_pb2.PlanRequest(split=split, seed=seed, count=count), 60)
         return planned_episodes(response, seed)
 
     def feedback(self, outcomes: list[EpisodeOutcome]) -> EvaluationFeedback:
-        return evaluation_feedback(self._call(self._control_link(), "BuildFeedback", feedback_request(outcomes), 120), outcomes)
+        request, evidence_dropped = feedback_request(outcomes)
+        return evaluation_feedback(self._call(self._control_link(), "BuildFeedback", request, 120), outcomes, evidence_dropped)
 
     def run_episodes(self, jobs: Sequence[EpisodeJob],
                      on_episode: Callable[[EpisodeOutcome], None] | None = None) -> list[EpisodeOutcome]:
         """Run the jobs over all lanes; return outcomes in job order. Raises the first InfrastructureError."""
+        if self._benchmark is None:
+            self.describe()  # the Benchmark's own time limits, before any Episode starts
         return run_over_lanes(self.container_pool, jobs, self._lanes, self._run_in_pod, on_episode, "epg-k8s-lane")
 
     # one Episode in one Pod ------------------------------------------------------
@@ -285,7 +290,7 @@ class KubernetesSandbox:
     def _run_in_pod(self, lane: int, job: EpisodeJob) -> EpisodeOutcome:
         slot = self.container_pool.take(lane)
         link: _PodLink = slot.container
-        limits = self._limits.episode
+        limits = benchmark_limits(self._limits, self._benchmark)
         outcome: RunnerOutcome | None = None
         try:
             upload_program(self._cluster, link.pod, RUNNER_CONTAINER, RUNNER_PROGRAM_MOUNT, job.program)
