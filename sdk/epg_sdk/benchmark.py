@@ -17,7 +17,7 @@ Direction = Literal["maximize", "minimize"]
 
 
 class InvalidAction(Exception):
-    """Raised by Benchmark.validate_action for an action outside the action space."""
+    """Raised by Benchmark.validate_action (or by Environment.step) for an action outside the action space."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +38,13 @@ class BenchmarkSpec:
     direction: Direction = "maximize"
     parameters: dict[str, Any] = field(default_factory=dict)
     readme: str = ""
+    # The Program ABI the Benchmark's policies speak: "" (ours) or "policy/v2" (EvoPolicyGym 0.3 Programs).
+    program_abi: str = ""
+    # Public values a policy/v2 Program reads as PolicyContext.metadata.
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-Benchmark time limits in seconds (per act() and per Episode); 0.0 keeps the Host's.
+    step_seconds: float = 0.0
+    episode_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +62,7 @@ class Environment(Protocol):
         """Return the first observation."""
 
     def step(self, action: Any) -> StepResult:
-        """Apply a validated action."""
+        """Apply a validated action. May raise InvalidAction: the Episode ends as the policy's invalid action."""
 
     def summary(self) -> dict[str, Any]:
         """Return bounded public values about the finished Episode (may be empty)."""
@@ -63,7 +70,13 @@ class Environment(Protocol):
     # Optional: def artifacts(self) -> dict[str, bytes], named files of the finished Episode (for example a
     # rendered replay), called after summary(). They reach Benchmark.feedback in EpisodeRecord.artifacts, and
     # only what feedback() returns among Feedback.artifacts is published. The runner drops them all (and says
-    # so in the summary) when they take more than EPISODE_ARTIFACTS_LIMIT_BYTES or a name is not a plain file name.
+    # so in the summary) when they take more than EPISODE_ARTIFACTS_LIMIT_BYTES or a name is neither a plain
+    # file name nor a relative POSIX path of them ("episode-000/replay.gif").
+    #
+    # Optional: def evidence(self) -> bytes, the Benchmark's own encoding of the whole Episode (every action,
+    # observation, reward, per-step metrics), called after summary(). It reaches Benchmark.feedback in
+    # EpisodeRecord.evidence and is never published; the runner drops it (and says so in the summary) when it
+    # takes more than EVIDENCE_LIMIT_BYTES.
 
     def close(self) -> None:
         """Release the simulator."""
@@ -86,15 +99,48 @@ class EpisodeRecord:
     truncated: bool
     summary: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
+    evidence: bytes = b""
+
+
+ArtifactRetention = Literal["permanent", "bulk"]
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A published file with its media type ("" lets the Host guess from the name) and retention class:
+    "permanent" is kept as long as the Run, "bulk" (large, reproducible: replays, frames) may be evicted
+    oldest first when the Run's bulk bound is reached."""
+
+    data: bytes
+    media_type: str = ""
+    retention: ArtifactRetention = "permanent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Feedback:
-    """A score, bounded public values and small named artifacts."""
+    """A score, bounded public values and small named artifacts.
+
+    An artifact's name is a file name or a relative POSIX path ("episode-000/replay.gif"); its value is the
+    bytes, or an Artifact carrying a media type and a retention class.
+    """
 
     score: float
     values: dict[str, Any] = field(default_factory=dict)
-    artifacts: dict[str, bytes] = field(default_factory=dict)
+    artifacts: Mapping[str, bytes | Artifact] = field(default_factory=dict)
+
+
+def as_artifact(value: bytes | Artifact) -> Artifact:
+    """Return a Feedback artifact's value as an Artifact (plain bytes: a permanent one of no stated media type).
+
+    Raises TypeError for anything else.
+    """
+    if isinstance(value, Artifact):
+        if not isinstance(value.data, bytes):
+            raise TypeError(f"Artifact data must be bytes, not {type(value.data).__name__}")
+        return value
+    if isinstance(value, bytes):
+        return Artifact(value)
+    raise TypeError(f"a Feedback artifact must be bytes or an Artifact, not {type(value).__name__}")
 
 
 class Benchmark(abc.ABC):

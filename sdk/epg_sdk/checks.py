@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from epg_sdk.benchmark import Benchmark, EpisodeRecord, Feedback
+from epg_sdk.benchmark import Benchmark, EpisodeRecord, Feedback, as_artifact
 from epg_sdk.planning import SPLITS
 from epg_sdk.protocol import values
 
@@ -186,7 +186,7 @@ def _feedback(benchmark: Benchmark) -> str | None:
     encoded = values.encode(feedback.values).SerializeToString()
     if len(encoded) > FEEDBACK_LIMIT_BYTES:
         return f"feedback values take {len(encoded)} bytes, over {FEEDBACK_LIMIT_BYTES}"
-    blob = encoded + b"".join(feedback.artifacts.values())
+    blob = encoded + b"".join(as_artifact(value).data for value in feedback.artifacts.values())
     leaked = [p for p in payloads if p and p in blob]
     if leaked:
         return "feedback contains a hidden Episode payload"
