@@ -92,7 +92,7 @@ class ToyWalkBenchmark:
         offset = {"train": 0, "validation": 1000, "test": 2000}[split]
         length = _LENGTHS[self.config.profile]
         return tuple(
-            EpisodeSpec(environment_seed=2**64 - 1 - seed - offset - index,
+            EpisodeSpec(environment_seed=(2**64 - 1 - seed - offset - index) % 2**64,
                         scenario={"goal": (length, [index]), "tag": 2**63 + index, "tile": frame(index)})
             for index in range(count)
         )
