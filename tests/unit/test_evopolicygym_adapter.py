@@ -38,7 +38,7 @@ from toy_walk import ToyWalkBenchmark, ToyWalkConfig, frame  # noqa: E402
 
 from epg.v1 import policy_pb2, runner_pb2, runner_pb2_grpc  # noqa: E402
 from epg_sdk import benchmark as sdk  # noqa: E402
-from epg_sdk.evopolicygym import EntryError, EvoPolicyGymBenchmark, discover, parse_entry  # noqa: E402
+from epg_sdk.evopolicygym import EntryError, EvoPolicyGymBenchmark, construct, discover, parse_entry  # noqa: E402
 from epg_sdk.evopolicygym.adapter import EvidenceError, decode_episode  # noqa: E402
 from epg_sdk.evopolicygym.exact import decode_exact, encode_exact  # noqa: E402
 from epg_sdk.outcomes import ContainerExit, classify_episode  # noqa: E402
@@ -441,6 +441,103 @@ def test_discovery_lists_the_default_benchmark_and_one_per_other_profile():
         {"id": "toy/walk-long/v1", "entry": "toy_walk:ToyWalkBenchmark?profile=long", "class": "ToyWalkBenchmark", "profile": "long"},
     ]
     assert problems == []
+
+
+_SHAPES = {
+    "config.py": """
+from dataclasses import dataclass
+from typing import Literal
+
+_PROFILES = {"small": 5, "large": 9}
+Observation = Literal["rgb", "symbolic"]
+GAME_PROFILES = ("Tetris", "Pong")
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    profile: str = "small"
+
+
+@dataclass(frozen=True)
+class SuffixConfig:
+    observation_profile: Observation = "rgb"
+    horizon: int = 10
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    game: str = "Pong"
+""",
+    "__init__.py": """
+from .config import GAME_PROFILES, GameConfig, SuffixConfig, TableConfig
+
+
+class _Base:
+    def __init__(self, name):
+        self.spec = type("Spec", (), {"id": name})()
+
+    def episodes(self, split, *, seed, count):
+        return ()
+
+    def make_environment(self, episode):
+        raise NotImplementedError
+
+    def feedback(self, episodes):
+        raise NotImplementedError
+
+
+class Plain(_Base):
+    def __init__(self):
+        super().__init__("shapes/plain")
+
+
+class Table(_Base):
+    def __init__(self, config: TableConfig | None = None):
+        super().__init__("shapes/table-" + (config or TableConfig()).profile)
+
+
+class Suffix(_Base):
+    def __init__(self, config: SuffixConfig | None = None):
+        super().__init__("shapes/suffix-" + (config or SuffixConfig()).observation_profile)
+
+
+class Game(_Base):
+    def __init__(self, config: GameConfig | None = None):
+        config = config or GameConfig()
+        if config.game == "Tetris":
+            raise ValueError("the Tetris ROM is not installed")
+        super().__init__("shapes/game-" + config.game)
+
+
+class Broken(_Base):
+    def __init__(self):
+        raise RuntimeError("needs a download")
+
+
+__all__ = ["GAME_PROFILES", "Broken", "Game", "Plain", "Suffix", "Table"]
+""",
+}
+
+
+def test_discovery_finds_profiles_in_a_table_a_literal_field_or_an_exported_tuple_and_says_what_it_cannot_construct(tmp_path, monkeypatch):
+    package = tmp_path / "discovery_shapes"
+    package.mkdir()
+    for name, text in _SHAPES.items():
+        (package / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problems: list[str] = []
+    found = discover("discovery_shapes", problems)
+    assert [(row["entry"].partition(":")[2], row["id"], row["profile"]) for row in found] == [
+        ("Game", "shapes/game-Pong", "Pong"),
+        ("Plain", "shapes/plain", None),
+        ("Suffix", "shapes/suffix-rgb", "rgb"),
+        ("Suffix?profile=symbolic", "shapes/suffix-symbolic", "symbolic"),
+        ("Table", "shapes/table-small", "small"),
+        ("Table?profile=large", "shapes/table-large", "large"),
+    ]
+    assert problems == ["discovery_shapes:Broken: RuntimeError: needs a download",
+                        "discovery_shapes:Game?profile=Tetris: ValueError: the Tetris ROM is not installed"]
+    assert construct("discovery_shapes:Suffix?profile=symbolic").spec.id == "shapes/suffix-symbolic"
 
 
 def test_the_discover_command_prints_the_list_as_json():

@@ -8,9 +8,9 @@ with no argument; `module:Attribute?profile=NAME` constructs the class with its
 config whose profile field is NAME. The profile field is the config's
 `profile`, else its one field ending in `_profile`, else its one str field
 whose default is in a `*_PROFILES` tuple of the package (Atari's `game`).
-The profiles listed for a class come from, in order: a `*_PROFILES` tuple the
-package exports that holds the field's default, the `_PROFILES` table of the
-config's module, the `Literal` values of the field's annotation.
+The profiles listed for a class come from the first of these that holds the
+field's default: a `*_PROFILES` tuple the package exports, the `Literal` values
+of the field's annotation, the `_PROFILES` table of the config's module.
 """
 
 from __future__ import annotations
@@ -111,15 +111,21 @@ def profile_field(config_class: type, package: ModuleType) -> str | None:
 
 
 def profiles_of(config_class: type, field_name: str, package: ModuleType) -> tuple[str, ...]:
-    """Return the profile names config_class's field takes (see the module's docstring); () when none are listed."""
-    field = next(f for f in dataclasses.fields(config_class) if f.name == field_name)
-    for values in _exported_profile_tuples(package):
-        if field.default in values:
-            return values
+    """Return the profile names config_class's field takes (see the module's docstring); () when none are listed.
+
+    Each source counts only when it holds the field's default.
+    """
+    default = next(f for f in dataclasses.fields(config_class) if f.name == field_name).default
+    for listed in _exported_profile_tuples(package):
+        if default in listed:
+            return listed
+    literal = _literal_values(config_class, field_name)
+    if default in literal:
+        return literal
     table = getattr(importlib.import_module(config_class.__module__), "_PROFILES", None)
-    if isinstance(table, (dict, tuple)) and table and all(isinstance(name, str) for name in table):
+    if isinstance(table, (dict, tuple)) and default in table and all(isinstance(name, str) for name in table):
         return tuple(table)
-    return _literal_values(config_class, field_name)
+    return ()
 
 
 def _literal_values(config_class: type, field_name: str) -> tuple[str, ...]:
@@ -147,10 +153,11 @@ def benchmark_classes(package: ModuleType) -> list[str]:
 
 def discover(module_name: str, problems: list[str] | None = None) -> list[dict[str, Any]]:
     """Return every Benchmark module_name exports: {"id", "entry", "class", "profile"} for each class's default
-    Benchmark (profile: the default's, or None) and for each other profile giving another id.
+    Benchmark (profile: the default's, or None) and for each of its other profiles.
 
-    A class or profile that cannot be constructed is left out, and why is appended to problems. Raises what
-    importing module_name raises.
+    Profiles of one class often share an id (their MiniGrid packages name the family, and the profile is in the
+    environment parameters): the entry, not the id, tells them apart. A class or profile that cannot be
+    constructed is left out, and why is appended to problems. Raises what importing module_name raises.
     """
     package = importlib.import_module(module_name)
     problems = [] if problems is None else problems
@@ -163,26 +170,23 @@ def discover(module_name: str, problems: list[str] | None = None) -> list[dict[s
         if config_class is not None and field is not None:
             default = next(f for f in dataclasses.fields(config_class) if f.name == field).default
             default_profile = default if isinstance(default, str) else None
-        seen: set[str] = set()
         try:
             benchmark = cls()
             if not is_structural_benchmark(benchmark):
                 raise TypeError("its instance is not a Benchmark")
             found.append({"id": benchmark.spec.id, "entry": f"{module_name}:{name}", "class": name, "profile": default_profile})
-            seen.add(benchmark.spec.id)
         except Exception as exc:
             problems.append(f"{module_name}:{name}: {type(exc).__name__}: {exc}")
         if config_class is None or field is None:
             continue
         for profile in profiles_of(config_class, field, package):
+            if profile == default_profile:
+                continue
             entry = f"{module_name}:{name}?profile={profile}"
             try:
-                benchmark = cls(config_class(**{field: profile}))
-                spec_id = benchmark.spec.id
+                spec_id = cls(config_class(**{field: profile})).spec.id
             except Exception as exc:
                 problems.append(f"{entry}: {type(exc).__name__}: {exc}")
                 continue
-            if spec_id not in seen:
-                seen.add(spec_id)
-                found.append({"id": spec_id, "entry": entry, "class": name, "profile": profile})
+            found.append({"id": spec_id, "entry": entry, "class": name, "profile": profile})
     return found
