@@ -32,12 +32,13 @@ for entry in reversed(SEARCH_PATH):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-from evopolicygym.authoring import BenchmarkSpec, EpisodeSpec, Feedback, Step  # noqa: E402
+from evopolicygym.authoring import BenchmarkSpec, EpisodeSpec, Feedback, InvalidAction, Step  # noqa: E402
 from evopolicygym.policy import TensorValue  # noqa: E402
 from toy_walk import ToyWalkBenchmark, ToyWalkConfig, frame  # noqa: E402
 
 from epg.v1 import policy_pb2, runner_pb2, runner_pb2_grpc  # noqa: E402
 from epg_sdk import benchmark as sdk  # noqa: E402
+from epg_sdk.checks import check_benchmark  # noqa: E402
 from epg_sdk.evopolicygym import EntryError, EvoPolicyGymBenchmark, construct, discover, parse_entry  # noqa: E402
 from epg_sdk.evopolicygym.adapter import EvidenceError, decode_episode  # noqa: E402
 from epg_sdk.evopolicygym.exact import decode_exact, encode_exact  # noqa: E402
@@ -568,6 +569,42 @@ def test_a_profile_the_benchmark_does_not_have_is_refused_by_their_config():
         load_benchmark("toy_walk:ToyWalkBenchmark?profile=huge")
     with pytest.raises(EntryError, match="takes no profile"):
         load_benchmark("toy_walk:frame?profile=short")
+
+
+# Conformance checks
+
+
+def test_the_conformance_checks_pass_their_benchmark_with_exact_values_and_feedback_from_real_episodes():
+    report = check_benchmark(toy("long"))
+    assert report.ok, report.failures()
+    assert [c.name for c in report.checks][-1] == "feedback is bounded and free of private data"
+
+
+class _RefusesEverything(ToyWalkBenchmark):
+    """Its Environment refuses every action, as an AtCoder package refuses the default action 0."""
+
+    def make_environment(self, episode: EpisodeSpec) -> Any:
+        environment = super().make_environment(episode)
+
+        def refuse(action: Any) -> Step:
+            raise InvalidAction()
+
+        environment.step = refuse
+        return environment
+
+
+def test_an_episode_ended_by_invalid_action_is_a_trajectory_the_checks_replay():
+    report = check_benchmark(EvoPolicyGymBenchmark(_RefusesEverything()))
+    assert report.ok, report.failures()
+
+
+def test_the_check_command_takes_an_entry_with_a_profile():
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([*SEARCH_PATH, str(REPO / "sdk"), str(REPO)])}
+    done = subprocess.run([sys.executable, "-m", "epg_sdk.checks", "--entry", "toy_walk:ToyWalkBenchmark?profile=long"], capture_output=True,
+                          text=True, env=environment, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "toy/walk-long/v1" and report["ok"] is True
 
 
 # Our own Benchmarks

@@ -10,7 +10,7 @@ epg_sdk.evopolicygym discover MODULE` prints that list as JSON. Their
 from __future__ import annotations
 
 from epg_sdk.evopolicygym.adapter import FAILURE_CODES, PROGRAM_ABI, EvidenceError, EvoPolicyGymBenchmark, is_structural_benchmark
-from epg_sdk.evopolicygym.discovery import EntryError, construct, discover, parse_entry
+from epg_sdk.evopolicygym.discovery import EntryError, construct, discover, load, parse_entry
 
 __all__ = [
     "FAILURE_CODES",
@@ -21,5 +21,6 @@ __all__ = [
     "construct",
     "discover",
     "is_structural_benchmark",
+    "load",
     "parse_entry",
 ]

@@ -23,7 +23,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl
 
-from epg_sdk.evopolicygym.adapter import is_structural_benchmark
+from epg_sdk.benchmark import Benchmark
+from epg_sdk.evopolicygym.adapter import EvoPolicyGymBenchmark, is_structural_benchmark
 
 
 class EntryError(ValueError):
@@ -65,6 +66,17 @@ def construct(entry: str) -> Any:
     if config_class is None or field is None:
         raise EntryError(f"{module_name}:{attribute} has no config with a profile field")
     return target(config_class(**{field: profile}))
+
+
+def load(entry: str) -> Benchmark:
+    """Return our Benchmark for entry: what construct(entry) gives, wrapped in EvoPolicyGymBenchmark when it has
+    their structural interface. Raises TypeError when it is neither, EntryError for a malformed entry."""
+    benchmark = construct(entry)
+    if isinstance(benchmark, Benchmark):
+        return benchmark
+    if is_structural_benchmark(benchmark):
+        return EvoPolicyGymBenchmark(benchmark)
+    raise TypeError(f"{entry} returned {type(benchmark).__name__}, not a Benchmark")
 
 
 def config_class_of(cls: type) -> type | None:

@@ -115,3 +115,9 @@ encode_exact: Callable[[Any], pb.Value] = getattr(values, "encode_exact", _fallb
 
 decode_exact: Callable[[pb.Value], Any] = getattr(values, "decode_exact", _fallback_decode)
 """Return the exact policy/v2 value of a Value message (tensors as TensorValue). Raises ValueCodecError."""
+
+
+def encoder_for(program_abi: str) -> Callable[[Any], pb.Value]:
+    """Return the codec of a Benchmark's public values and observations: encode_exact for "policy/v2"
+    (EvoPolicyGym's exact values), values.encode for ours."""
+    return encode_exact if program_abi == "policy/v2" else values.encode

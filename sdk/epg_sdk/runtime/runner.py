@@ -57,15 +57,9 @@ def load_benchmark(entry: str) -> Benchmark:
     (`epg_sdk.evopolicygym.discovery`). An object with their structural interface is wrapped in
     EvoPolicyGymBenchmark. Raises TypeError when the result is neither, EntryError for a malformed entry.
     """
-    from epg_sdk.evopolicygym import discovery
-    from epg_sdk.evopolicygym.adapter import EvoPolicyGymBenchmark, is_structural_benchmark
+    from epg_sdk.evopolicygym.discovery import load
 
-    benchmark = discovery.construct(entry)
-    if isinstance(benchmark, Benchmark):
-        return benchmark
-    if is_structural_benchmark(benchmark):
-        return EvoPolicyGymBenchmark(benchmark)
-    raise TypeError(f"{entry} returned {type(benchmark).__name__}, not a Benchmark")
+    return load(entry)
 
 
 def parameters_digest(parameters: pb.Value) -> str:
@@ -118,11 +112,9 @@ def _digest_value(digest: Any, value: pb.Value, depth: int) -> None:
 
 def _encoder(spec: Any) -> Any:
     """The codec of a Benchmark's public values: exact values for policy/v2 Benchmarks, ours otherwise."""
-    if spec.program_abi == "policy/v2":
-        from epg_sdk.evopolicygym.exact import encode_exact
+    from epg_sdk.evopolicygym.exact import encoder_for
 
-        return encode_exact
-    return values.encode
+    return encoder_for(spec.program_abi)
 
 
 def describe(benchmark: Benchmark) -> runner_pb2.BenchmarkDescription:
