@@ -8,6 +8,7 @@ it, else the test stand-in in tests/support/evopolicygym_standin (which also hol
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,10 @@ LIMITS = EpisodeLimits(step_deadline_s=10.0, episode_deadline_s=60.0, startup_de
 
 class FakePolicy:
     """A policy on the far end of a framed socket: Ready to Start, then the scripted actions (the last repeats),
-    each encoded exactly; it keeps the Start frame and every observation it was sent, decoded exactly."""
+    or what a function of the observation gives, each encoded exactly; it keeps the Start frame and every
+    observation it was sent, decoded exactly."""
 
-    def __init__(self, actions: list[Any]) -> None:
+    def __init__(self, actions: list[Any] | Callable[[Any], Any]) -> None:
         self.actions = actions
         self.start: policy_pb2.Start | None = None
         self.observations: list[Any] = []
@@ -75,7 +77,10 @@ class FakePolicy:
                     answer.ready.SetInParent()
                 elif kind == "observation":
                     self.observations.append(decode_exact(incoming.observation.value))
-                    action = self.actions[min(len(self.observations), len(self.actions)) - 1]
+                    if callable(self.actions):
+                        action = self.actions(self.observations[-1])
+                    else:
+                        action = self.actions[min(len(self.observations), len(self.actions)) - 1]
                     answer.action.value.CopyFrom(encode_exact(action))
                 else:
                     answer.goodbye.SetInParent()
@@ -143,7 +148,7 @@ def runner_stub(start_runner: Any) -> tuple[runner_pb2_grpc.EnvironmentRunnerStu
 
 
 def run_over_grpc(stub: runner_pb2_grpc.EnvironmentRunnerStub, exchange: Path, episode: runner_pb2.EpisodeSpec,
-                  actions: list[Any]) -> tuple[runner_pb2.EpisodeRecord, FakePolicy]:
+                  actions: list[Any] | Callable[[Any], Any]) -> tuple[runner_pb2.EpisodeRecord, FakePolicy]:
     slot = f"slot-{episode.index}"
     (exchange / slot).mkdir()
     path = stub.PrepareSlot(runner_pb2.PrepareSlotRequest(slot=slot)).socket_path
@@ -638,3 +643,79 @@ def test_our_benchmarks_describe_plan_and_feedback_as_before_with_the_new_fields
     assert [(a.name, a.data, a.media_type, a.retention) for a in response.artifacts] == [
         ("episodes.csv", b"a,b\n", "", runner_pb2.ARTIFACT_RETENTION_PERMANENT),
         ("x/replay.gif", b"GIF", "image/gif", runner_pb2.ARTIFACT_RETENTION_BULK)]
+
+
+# Their own packages, when a checkout (or the mirror of their repository) and compat/evopolicygym are here
+
+MIRROR = Path("/work/.mirror/Linzwcs+EvoPolicyGym/repo")
+# Their packages that import nothing but the standard library and parse under Python 3.11.
+REFERENCE_PACKAGES = {
+    "apple_incremental_game": "environments/atcoder/ahc058/apple_incremental_game",
+    "warehouseman": "environments/codechef/june18/warehouseman",
+}
+
+
+@pytest.fixture(scope="module")
+def reference_sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sources of REFERENCE_PACKAGES, copied from $EPG_EVOPOLICYGYM_CHECKOUT or the mirror's HEAD."""
+    if not (COMPAT / "evopolicygym").is_dir():
+        pytest.skip("their packages import evopolicygym: compat/evopolicygym is not in this repository yet")
+    named = os.environ.get("EPG_EVOPOLICYGYM_CHECKOUT")
+    root = Path(named) if named else MIRROR
+    if not root.is_dir():
+        pytest.skip(f"no checkout of EvoPolicyGym: set EPG_EVOPOLICYGYM_CHECKOUT to one (looked for {root})")
+    destination = tmp_path_factory.mktemp("reference")
+    for under in REFERENCE_PACKAGES.values():
+        if (root / under / "src").is_dir():
+            shutil.copytree(root / under / "src", destination, dirs_exist_ok=True)
+        else:
+            archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", f"HEAD:{under}/src"], capture_output=True,
+                                     check=True, timeout=120).stdout
+            subprocess.run(["tar", "-x", "-C", str(destination)], input=archive, check=True, timeout=120)
+    return destination
+
+
+def _their_baseline(sources: Path, module: str, spec: Any) -> Any:
+    """A fresh instance of the package's baseline Program, made with their PolicyContext."""
+    from evopolicygym.policy import PolicyContext
+
+    path = sources / module / "programs" / "baseline" / "policy.py"
+    loader = importlib.util.spec_from_file_location(f"baseline_of_{module}", path)
+    assert loader is not None and loader.loader is not None
+    program = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(program)
+    context = PolicyContext(observation_space=spec.observation_space, action_space=spec.action_space, metadata=spec.metadata,
+                            environment_parameters=spec.environment_parameters, policy_seed=POLICY_SEED)
+    return program.make_policy(context)
+
+
+@pytest.mark.parametrize("module", sorted(REFERENCE_PACKAGES))
+def test_their_package_served_by_the_runner_gives_the_feedback_their_own_records_give(module, reference_sources, start_runner, monkeypatch):
+    from evopolicygym.authoring import EpisodeRecord, Transition
+
+    monkeypatch.syspath_prepend(str(reference_sources))
+    (row,) = discover(module)
+    benchmark = load_benchmark(row["entry"])
+    assert isinstance(benchmark, EvoPolicyGymBenchmark)
+    theirs = benchmark.wrapped
+    stub, exchange = start_runner(benchmark)
+    episodes = stub.PlanEpisodes(runner_pb2.PlanRequest(split="validation", seed=3, count=2)).episodes
+    records = [run_over_grpc(stub, exchange, episode, _their_baseline(reference_sources, module, theirs.spec).act)[0] for episode in episodes]
+    assert [r.outcome for r in records] == [runner_pb2.RUNNER_OUTCOME_COMPLETED] * 2
+    response = stub.BuildFeedback(runner_pb2.FeedbackRequest(records=records))
+
+    direct = []
+    for episode in theirs.episodes("validation", seed=3, count=2):
+        environment, policy = theirs.make_environment(episode), _their_baseline(reference_sources, module, theirs.spec)
+        initial = observation = environment.reset()
+        transitions = []
+        while not transitions or not transitions[-1].step.done:
+            action = policy.act(observation)
+            transitions.append(Transition(action=action, step=environment.step(action)))
+            observation = transitions[-1].step.observation
+        environment.close()
+        direct.append(EpisodeRecord(episode=episode, policy_seed=POLICY_SEED, initial_observation=initial, transitions=tuple(transitions)))
+    expected = theirs.feedback(tuple(direct))
+    assert response.score == expected.score
+    assert decode_exact(response.values) == expected.content
+    assert sorted((a.name, a.media_type, a.data) for a in response.artifacts) == sorted((a.name, a.media_type, a.content) for a in expected.artifacts)
