@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from evopolicygym.policy import TensorValue  # noqa: E402
 from toy_walk import ToyWalkBenchmark, ToyWalkConfig, frame  # noqa: E402
 
 from epg.v1 import policy_pb2, runner_pb2, runner_pb2_grpc  # noqa: E402
+from epg.v1 import values_pb2 as pb  # noqa: E402
 from epg_sdk import benchmark as sdk  # noqa: E402
 from epg_sdk.checks import check_benchmark  # noqa: E402
 from epg_sdk.evopolicygym import EntryError, EvoPolicyGymBenchmark, construct, discover, parse_entry  # noqa: E402
@@ -47,7 +49,7 @@ from epg_sdk.outcomes import ContainerExit, classify_episode  # noqa: E402
 from epg_sdk.protocol import values  # noqa: E402
 from epg_sdk.protocol.codes import OUTCOMES, failure_to_proto  # noqa: E402
 from epg_sdk.protocol.framing import FramedSocket, PeerClosed  # noqa: E402
-from epg_sdk.runtime import episode_loop  # noqa: E402
+from epg_sdk.runtime import episode_loop, runner  # noqa: E402
 from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode  # noqa: E402
 from epg_sdk.runtime.runner import build_feedback, describe, load_benchmark, parameters_digest, serve  # noqa: E402
 
@@ -281,6 +283,52 @@ def test_an_invalid_action_raised_inside_step_ends_the_episode_as_the_policys_in
     assert content.score == -5.0
 
 
+def _nested(depth: int) -> pb.Value:
+    """A Value of lists nested depth deep (built by hand: the encoders refuse it)."""
+    value = pb.Value(int64=1)
+    for _ in range(depth):
+        outer = pb.Value()
+        outer.list.items.add().CopyFrom(value)
+        value = outer
+    return value
+
+
+@pytest.mark.parametrize(("sent", "why"), [
+    (pb.Value(float64=float("nan")), "not finite"),
+    (pb.Value(float64=float("inf")), "not finite"),
+    (pb.Value(tensor=pb.Tensor(dtype=pb.DTYPE_FLOAT32, shape=[1], data=struct.pack("<f", float("nan")))), "finite"),
+    (pb.Value(tensor=pb.Tensor(dtype=pb.DTYPE_UINT8, shape=[3], data=b"\x01")), "tensor"),
+    (_nested(40), "nested too deeply"),
+])
+def test_an_action_that_is_not_one_of_their_exact_values_is_the_policys_protocol_violation(sent, why):
+    class Sends(FakePolicy):
+        def serve(self, sock: socket.socket) -> None:
+            channel = FramedSocket(sock, LIMITS.max_frame_bytes)
+            try:
+                channel.receive(policy_pb2.PolicyFrame(), time.monotonic() + 30)
+                channel.send(policy_pb2.RuntimeFrame(ready=policy_pb2.Ready()), time.monotonic() + 30)
+                channel.receive(policy_pb2.PolicyFrame(), time.monotonic() + 30)
+                channel.send(policy_pb2.RuntimeFrame(action=policy_pb2.Action(value=sent)), time.monotonic() + 30)
+                channel.receive(policy_pb2.PolicyFrame(), time.monotonic() + 30)
+            except PeerClosed:
+                pass
+            finally:
+                channel.close()
+
+    benchmark = toy()
+    (payload,) = benchmark.plan("train", 0, 1)
+    policy = Sends([])
+    ours, theirs = socket.socketpair()
+    thread = threading.Thread(target=policy.serve, args=(theirs,), daemon=True)
+    thread.start()
+    channel = FramedSocket(ours, LIMITS.max_frame_bytes)
+    record = drive_episode(benchmark, runner_pb2.EpisodeSpec(split="train", index=0, payload=payload), channel, LIMITS, POLICY_SEED, "/p")
+    channel.close()
+    thread.join(timeout=30)
+    assert record.outcome == runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION and record.steps == 0
+    assert record.message.startswith("malformed action value") and why in record.message, record.message
+
+
 class _OurRefusingEnvironment:
     def reset(self) -> list[float]:
         return [0.0]
@@ -411,6 +459,36 @@ def test_their_artifacts_keep_path_names_media_types_and_retention_in_the_feedba
     ]
     assert response.artifacts[1].data == b"GIF89a\x01"
     assert response.artifacts[2].data.decode().splitlines() == ['{"episode": 0, "steps": 3}', '{"episode": 1, "steps": 3}']
+
+
+class _ManyArtifacts(sdk.Benchmark):
+    spec = sdk.BenchmarkSpec(id="ours/many-v1", description="d", observation_space={}, action_space={}, horizon=1, failure_return=0.0)
+
+    def make_environment(self, payload: bytes) -> Any:
+        raise NotImplementedError
+
+    def validate_action(self, action: Any) -> Any:
+        return action
+
+    def feedback(self, records: list[sdk.EpisodeRecord]) -> sdk.Feedback:
+        return sdk.Feedback(score=0.0, values={"n": 0}, artifacts={"a.bin": b"x" * 6, "b.bin": b"y" * 5, "c/../d": b"z", "e.bin": b"w" * 4})
+
+
+def test_feedback_artifacts_past_their_bound_or_badly_named_are_dropped_and_the_values_say_so(monkeypatch):
+    monkeypatch.setattr(runner, "FEEDBACK_ARTIFACTS_LIMIT_BYTES", 10)
+    response = build_feedback(_ManyArtifacts(), [])
+    assert [(a.name, a.data) for a in response.artifacts] == [("a.bin", b"x" * 6), ("e.bin", b"w" * 4)]
+    assert values.decode(response.values) == {"n": 0, "artifacts_error": (
+        "1 artifacts whose names are not relative paths of plain file names were dropped: 'c/../d'; "
+        "1 artifacts past 10 bytes were dropped: b.bin")}
+
+
+def test_the_runner_refuses_a_request_over_its_receive_bound(start_runner, monkeypatch):
+    monkeypatch.setattr(runner, "RUNNER_RECEIVE_LIMIT_BYTES", 1024 * 1024)
+    stub, _ = start_runner(toy())
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.BuildFeedback(runner_pb2.FeedbackRequest(records=[runner_pb2.EpisodeRecord(evidence=b"x" * (2 * 1024 * 1024))]))
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 @pytest.mark.parametrize(("failure", "theirs"), [

@@ -20,6 +20,7 @@ from typing import Any
 from epg.v1 import values_pb2 as pb
 from epg_sdk.benchmark import Artifact, Benchmark, BenchmarkSpec, Environment, EpisodeRecord, Feedback, InvalidAction, StepResult
 from epg_sdk.evopolicygym.exact import decode_exact, encode_exact
+from epg_sdk.protocol.values import ValueCodecError
 
 PROGRAM_ABI = "policy/v2"
 EVIDENCE_FORMAT = "epg-evidence/v1"
@@ -91,8 +92,16 @@ class EvoPolicyGymBenchmark(Benchmark):
         value.CopyFrom(encode_exact(observation))
 
     def decode_action(self, value: pb.Value) -> Any:
-        """The action exactly as the policy sent it (tuples, TensorValue, unsigned 64-bit integers)."""
-        return decode_exact(value)
+        """The action exactly as the policy sent it (tuples, TensorValue, unsigned 64-bit integers).
+
+        Raises ValueCodecError (the policy's protocol violation) for what is not one of their values, as their
+        `copy_policy_value` judges it: a NaN or an infinity, a tensor whose data disagrees with its shape.
+        """
+        action = decode_exact(value)
+        try:
+            return self._types.copy_policy_value(action)
+        except (TypeError, ValueError) as exc:
+            raise ValueCodecError(f"the action is not an exact value: {exc}") from None
 
     def feedback(self, records: list[EpisodeRecord]) -> Feedback:
         """Their Feedback over the records' evidence: score, their content as values (a content that is not a
@@ -305,6 +314,7 @@ class _TheirTypes:
         self.InvalidAction = authoring.InvalidAction
         self.Step = authoring.Step
         self.Transition = authoring.Transition
+        self.copy_policy_value = importlib.import_module("evopolicygym.policy").copy_policy_value
 
 
 def _their_types() -> _TheirTypes:

@@ -107,6 +107,8 @@ def _fallback_decode(value: pb.Value, depth: int = 0) -> Any:
         return {key: _fallback_decode(item, depth + 1) for key, item in value.map.entries.items()}
     if kind is None or kind == "none":
         return None
+    if kind == "float64" and not math.isfinite(value.float64):
+        raise values.ValueCodecError(f"float {value.float64} is not finite")
     return getattr(value, kind)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,10 @@ class TensorValue:
             raise ValueError("malformed TensorValue")
         if len(self.data) != math.prod(self.shape) * _ITEM_SIZES[self.dtype]:
             raise ValueError("tensor data size does not match its dtype and shape")
+        if self.dtype.startswith("float") and self.dtype != "float16":
+            size = _ITEM_SIZES[self.dtype]
+            if any(not math.isfinite(x) for (x,) in struct.iter_unpack("<f" if size == 4 else "<d", self.data)):
+                raise ValueError("floating tensor data must be finite")
 
 
 def copy_policy_value(value: PolicyValue) -> PolicyValue:
