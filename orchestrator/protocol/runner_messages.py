@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Any
 
 from epg.v1 import runner_pb2
-from epg_sdk.benchmark import parameters_digest
 from epg_sdk.codes import RunnerOutcome
 from epg_sdk.outcomes import ContainerExit, classify_episode
 from epg_sdk.planning import policy_seed
@@ -25,15 +24,15 @@ from orchestrator.kernel.outcomes import ArtifactDetails, ArtifactRetention, Epi
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
 
 MiB = 1 << 20
-# Evidence of one Episode the Host keeps: the runner bounds its own (64 MiB by default); a record with more is kept
-# without it, as over the Feedback bound below.
-MAX_EPISODE_EVIDENCE_BYTES = 64 * MiB
+# Evidence of one Episode the Host keeps: the runner's own bound (epg_sdk's EVIDENCE_LIMIT_BYTES, 256 MiB: a whole
+# 10,000-step RGB Episode fits); a record with more is kept without it, as over the Feedback bound below.
+MAX_EPISODE_EVIDENCE_BYTES = 256 * MiB
 # Evidence of all the Episodes of one BuildFeedback call together: past it, the evidence of the last Episodes is left
 # out (first come, first kept) and the Feedback says which (EvaluationFeedback.evidence_dropped).
-MAX_FEEDBACK_EVIDENCE_BYTES = 256 * MiB
+MAX_FEEDBACK_EVIDENCE_BYTES = 1536 * MiB
 # Evidence a batch's outcomes hold in memory together between their Episodes' ends and their Feedback (a Validation
 # batch holds every candidate's): an Episode ending past it keeps none (`without_evidence`).
-MAX_BATCH_EVIDENCE_BYTES = 1024 * MiB
+MAX_BATCH_EVIDENCE_BYTES = 4096 * MiB
 # What a runner call may carry: a Feedback request at its evidence bound with room for the rest of its records, an
 # Episode record at its evidence bound, a Feedback answer's artifacts (16 MiB each, bounded again when recorded).
 MAX_RUNNER_MESSAGE_BYTES = MAX_FEEDBACK_EVIDENCE_BYTES + 64 * MiB
@@ -63,17 +62,8 @@ def benchmark_info(d: Any) -> BenchmarkInfo:
         readme=d.readme,
         step_seconds=_positive(d.step_seconds),
         episode_seconds=_positive(d.episode_seconds),
-        parameters_digest=d.parameters_digest or _digest_of(d.parameters),
+        parameters_digest=d.parameters_digest or values.digest(d.parameters),
     )
-
-
-def _digest_of(parameters: Any) -> str:
-    """The parameters digest the Host computes for a runner that sends none (`epg_sdk.benchmark.parameters_digest` of
-    the decoded values; for a value that encoding has no form for, of the message's deterministic bytes)."""
-    try:
-        return parameters_digest(values.decode(parameters))
-    except TypeError:
-        return "sha256:" + hashlib.sha256(parameters.SerializeToString(deterministic=True)).hexdigest()
 
 
 def _positive(seconds: float) -> float:

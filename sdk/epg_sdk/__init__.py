@@ -29,6 +29,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Artifact": "epg_sdk.benchmark",
     "Benchmark": "epg_sdk.benchmark",
     "BenchmarkSpec": "epg_sdk.benchmark",
     "Environment": "epg_sdk.benchmark",

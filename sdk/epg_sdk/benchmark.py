@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import abc
 import csv
-import hashlib
 import io
 import json
 import math
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -19,7 +17,7 @@ Direction = Literal["maximize", "minimize"]
 
 
 class InvalidAction(Exception):
-    """Raised by Benchmark.validate_action for an action outside the action space."""
+    """Raised by Benchmark.validate_action (or by Environment.step) for an action outside the action space."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +38,13 @@ class BenchmarkSpec:
     direction: Direction = "maximize"
     parameters: dict[str, Any] = field(default_factory=dict)
     readme: str = ""
+    # The Program ABI the Benchmark's policies speak: "" (ours) or "policy/v2" (EvoPolicyGym 0.3 Programs).
+    program_abi: str = ""
+    # Public values a policy/v2 Program reads as PolicyContext.metadata.
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-Benchmark time limits in seconds (per act() and per Episode); 0.0 keeps the Host's.
+    step_seconds: float = 0.0
+    episode_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +62,7 @@ class Environment(Protocol):
         """Return the first observation."""
 
     def step(self, action: Any) -> StepResult:
-        """Apply a validated action."""
+        """Apply a validated action. May raise InvalidAction: the Episode ends as the policy's invalid action."""
 
     def summary(self) -> dict[str, Any]:
         """Return bounded public values about the finished Episode (may be empty)."""
@@ -65,7 +70,13 @@ class Environment(Protocol):
     # Optional: def artifacts(self) -> dict[str, bytes], named files of the finished Episode (for example a
     # rendered replay), called after summary(). They reach Benchmark.feedback in EpisodeRecord.artifacts, and
     # only what feedback() returns among Feedback.artifacts is published. The runner drops them all (and says
-    # so in the summary) when they take more than EPISODE_ARTIFACTS_LIMIT_BYTES or a name is not a plain file name.
+    # so in the summary) when they take more than EPISODE_ARTIFACTS_LIMIT_BYTES or a name is neither a plain
+    # file name nor a relative POSIX path of them ("episode-000/replay.gif").
+    #
+    # Optional: def evidence(self) -> bytes, the Benchmark's own encoding of the whole Episode (every action,
+    # observation, reward, per-step metrics), called after summary(). It reaches Benchmark.feedback in
+    # EpisodeRecord.evidence and is never published; the runner drops it (and says so in the summary) when it
+    # takes more than EVIDENCE_LIMIT_BYTES.
 
     def close(self) -> None:
         """Release the simulator."""
@@ -88,15 +99,48 @@ class EpisodeRecord:
     truncated: bool
     summary: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
+    evidence: bytes = b""
+
+
+ArtifactRetention = Literal["permanent", "bulk"]
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A published file with its media type ("" lets the Host guess from the name) and retention class:
+    "permanent" is kept as long as the Run, "bulk" (large, reproducible: replays, frames) may be evicted
+    oldest first when the Run's bulk bound is reached."""
+
+    data: bytes
+    media_type: str = ""
+    retention: ArtifactRetention = "permanent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Feedback:
-    """A score, bounded public values and small named artifacts."""
+    """A score, bounded public values and small named artifacts.
+
+    An artifact's name is a file name or a relative POSIX path ("episode-000/replay.gif"); its value is the
+    bytes, or an Artifact carrying a media type and a retention class.
+    """
 
     score: float
     values: dict[str, Any] = field(default_factory=dict)
-    artifacts: dict[str, bytes] = field(default_factory=dict)
+    artifacts: Mapping[str, bytes | Artifact] = field(default_factory=dict)
+
+
+def as_artifact(value: bytes | Artifact) -> Artifact:
+    """Return a Feedback artifact's value as an Artifact (plain bytes: a permanent one of no stated media type).
+
+    Raises TypeError for anything else.
+    """
+    if isinstance(value, Artifact):
+        if not isinstance(value.data, bytes):
+            raise TypeError(f"Artifact data must be bytes, not {type(value.data).__name__}")
+        return value
+    if isinstance(value, bytes):
+        return Artifact(value)
+    raise TypeError(f"a Feedback artifact must be bytes or an Artifact, not {type(value).__name__}")
 
 
 class Benchmark(abc.ABC):
@@ -216,57 +260,3 @@ def mean_steps(episodes: list[dict[str, Any]]) -> float:
 def success_rate(episodes: list[dict[str, Any]]) -> float:
     """Return the share of rows whose summary says `success: True` (0.0 for none)."""
     return sum(1 for row in episodes if row["summary"].get("success") is True) / len(episodes) if episodes else 0.0
-
-
-_PARAMETERS_DOMAIN = b"epg/benchmark-parameters/v1\0"
-
-
-def parameters_digest(parameters: Any) -> str:
-    """The identity of a Benchmark's public parameters: "sha256:" and the hex SHA-256 of their canonical encoding.
-
-    The encoding tags each value with its type and prefixes every variable part with its length, so values of
-    different types or shapes never encode alike: None, bool, int, float (IEEE 754 big-endian), str (UTF-8), bytes,
-    list, tuple (apart from list), dict (keys are strings, sorted by their UTF-8 bytes) and arrays (anything with
-    dtype, shape and tobytes: its dtype string, shape and C-order bytes; a NumPy scalar is an array of shape ()).
-    The runner sends it in its description and the Host computes it the same way when a runner sends none.
-    Raises TypeError for a value of another type or a dict key that is not a string.
-    """
-    digest = hashlib.sha256(_PARAMETERS_DOMAIN)
-    _encode_parameter(digest, parameters)
-    return "sha256:" + digest.hexdigest()
-
-
-def _encode_parameter(digest: Any, value: Any) -> None:
-    if value is None:
-        digest.update(b"n")
-    elif isinstance(value, bool):
-        digest.update(b"t" if value else b"f")
-    elif isinstance(value, int):
-        _tagged(digest, b"i", str(value).encode("ascii"))
-    elif isinstance(value, float):
-        digest.update(b"d" + struct.pack(">d", value))
-    elif isinstance(value, str):
-        _tagged(digest, b"s", value.encode("utf-8"))
-    elif isinstance(value, (bytes, bytearray)):
-        _tagged(digest, b"b", bytes(value))
-    elif isinstance(value, (list, tuple)):
-        digest.update((b"l" if isinstance(value, list) else b"u") + len(value).to_bytes(8, "big"))
-        for item in value:
-            _encode_parameter(digest, item)
-    elif isinstance(value, Mapping):
-        if not all(isinstance(key, str) for key in value):
-            raise TypeError("parameter mappings must have string keys")
-        digest.update(b"m" + len(value).to_bytes(8, "big"))
-        for key in sorted(value, key=lambda k: k.encode("utf-8")):
-            _tagged(digest, b"k", key.encode("utf-8"))
-            _encode_parameter(digest, value[key])
-    elif hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "tobytes"):
-        _tagged(digest, b"a", str(value.dtype).encode("ascii"))
-        digest.update(len(value.shape).to_bytes(8, "big") + b"".join(int(size).to_bytes(8, "big") for size in value.shape))
-        _tagged(digest, b"", value.tobytes(order="C"))
-    else:
-        raise TypeError(f"a Benchmark parameter cannot be {type(value).__name__}")
-
-
-def _tagged(digest: Any, tag: bytes, data: bytes) -> None:
-    digest.update(tag + len(data).to_bytes(8, "big") + data)

@@ -49,10 +49,19 @@ def test_artifacts_over_the_limit_are_dropped_and_the_summary_says_so():
 
 
 def test_artifact_names_that_are_not_plain_file_names_or_values_that_are_not_bytes_drop_them_all():
-    for bad in ({"../escape.png": b"x", "ok.png": b"y"}, {".hidden": b"x"}, {"a/b": b"x"}, {"text.txt": "not bytes"}, {"": b""}):
+    # "a/b" was refused too before artifacts could have relative POSIX path names (the next test keeps them).
+    for bad in ({"../escape.png": b"x", "ok.png": b"y"}, {".hidden": b"x"}, {"a/../b": b"x"}, {"/abs.png": b"x"}, {"a\\b": b"x"},
+                {"a//b": b"x"}, {"a/": b"x"}, {"a/./b": b"x"}, {"a/\0b": b"x"}, {"a/.hidden": b"x"}, {"text.txt": "not bytes"}, {"": b""}):
         record = attached(Finished(bad))
         assert not record.artifacts, bad
         assert values.decode(record.summary)["artifacts_error"].startswith("artifact names must be plain file names"), bad
+
+
+def test_artifacts_may_have_relative_posix_path_names_and_keep_them_to_feedback():
+    record = attached(Finished({"episode-000/replay.gif": b"GIF89a", "trace.jsonl": b"{}"}))
+    assert [a.name for a in record.artifacts] == ["episode-000/replay.gif", "trace.jsonl"]
+    (sdk_record,) = feedback_records([record])
+    assert sdk_record.artifacts == {"episode-000/replay.gif": b"GIF89a", "trace.jsonl": b"{}"}
 
 
 def test_a_failing_artifacts_method_keeps_the_summary_and_says_why():

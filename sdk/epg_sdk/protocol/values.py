@@ -8,8 +8,10 @@ kept apart from lists, unsigned 64-bit integers.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import math
+import struct
 from typing import Any
 
 import numpy as np
@@ -338,3 +340,54 @@ def decode_tensor(tensor: pb.Tensor) -> np.ndarray:
         array = np.frombuffer(data, dtype=dtype).reshape(dims)
     # A writable array in native byte order (a copy: the message owns the bytes).
     return array.copy() if _NATIVE_LITTLE else array.astype(dtype.newbyteorder("="))
+
+
+_DIGEST_DOMAIN = b"epg/parameters/v1\0"
+
+
+def digest(value: pb.Value) -> str:
+    """Return "sha256:" and the hex SHA-256 of the canonical encoding of value (a Benchmark's parameters digest).
+
+    The encoding walks the Value: one tag byte per kind, then a fixed-width or length-prefixed body; lists and
+    tuples give their length first, maps their entries sorted by the UTF-8 bytes of their keys. So equal
+    parameters give one digest whatever the order of a map's entries or the protobuf version.
+    """
+    hasher = hashlib.sha256(_DIGEST_DOMAIN)
+    _digest_value(hasher, value, 0)
+    return "sha256:" + hasher.hexdigest()
+
+
+def _digest_value(digest: Any, value: pb.Value, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise ValueCodecError("value nested too deeply")
+    kind = value.WhichOneof("kind")
+    if kind in ("list", "tuple"):
+        items = getattr(value, kind).items
+        digest.update(b"L" if kind == "list" else b"U")
+        digest.update(struct.pack(">Q", len(items)))
+        for item in items:
+            _digest_value(digest, item, depth + 1)
+    elif kind == "map":
+        entries = sorted((key.encode(), item) for key, item in value.map.entries.items())
+        digest.update(b"M" + struct.pack(">Q", len(entries)))
+        for key, item in entries:
+            digest.update(struct.pack(">Q", len(key)) + key)
+            _digest_value(digest, item, depth + 1)
+    elif kind == "tensor":
+        tensor = value.tensor
+        digest.update(b"T" + struct.pack(">IQ", tensor.dtype, len(tensor.shape)))
+        digest.update(b"".join(struct.pack(">q", size) for size in tensor.shape))
+        digest.update(struct.pack(">Q", len(tensor.data)) + tensor.data)
+    elif kind == "float64":
+        digest.update(b"F" + struct.pack(">d", value.float64))
+    elif kind == "int64":
+        digest.update(b"I" + struct.pack(">q", value.int64))
+    elif kind == "uint64":
+        digest.update(b"Q" + struct.pack(">Q", value.uint64))
+    elif kind == "boolean":
+        digest.update(b"B1" if value.boolean else b"B0")
+    elif kind in ("text", "raw"):
+        data = value.text.encode() if kind == "text" else value.raw
+        digest.update((b"S" if kind == "text" else b"Y") + struct.pack(">Q", len(data)) + data)
+    else:
+        digest.update(b"N")

@@ -20,7 +20,17 @@ from epg_sdk.protocol.framing import FramedSocket, FrameTimeout, FramingError, P
 
 SUMMARY_LIMIT_BYTES = 64 * 1024
 EPISODE_ARTIFACTS_LIMIT_BYTES = 512 * 1024  # all of one Episode's artifacts together
-_ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# One Episode's evidence (its whole trajectory, frames included: 10,000 steps of 64x64 RGB take 123 MB); more is
+# dropped and the summary says so.
+EVIDENCE_LIMIT_BYTES = 256 * 1024 * 1024
+# The runner's gRPC bounds. In: a BuildFeedback request carries every Episode's evidence, so it may take what a
+# protobuf message can (2 GiB - 1). Out: an Episode record (its evidence plus bounded artifacts, summary and tails)
+# or a Feedback (values of 1 MiB, artifacts of 512 MiB together). A Host's channel to the runner uses the same two.
+RUNNER_RECEIVE_LIMIT_BYTES = 2**31 - 1
+RUNNER_SEND_LIMIT_BYTES = 1024 * 1024 * 1024
+# An artifact's name: a plain file name, or a relative POSIX path of them ("episode-000/replay.gif").
+_ARTIFACT_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+ARTIFACT_NAME_MAX = 255
 GOODBYE_WAIT_S = 1.0
 
 _FAILURE_NAMES = {
@@ -132,10 +142,14 @@ class _Driver:
             raise _PolicyFault(outcome, failure.message, failure.traceback, failure.output_tail)
         return answer
 
-    def timed_step(self, environment: Any, action: Any) -> Any:
+    def timed_step(self, environment: Any, action: Any, step: int) -> Any:
+        """The Environment's step, its time not charged to the policy. An InvalidAction it raises is the policy's
+        invalid action, as one from validate_action is; any other exception is the Environment's fault."""
         began = self.clock()
         try:
             return environment.step(action)
+        except InvalidAction as exc:
+            raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_INVALID_ACTION, f"invalid action at step {step}: {exc}") from None
         except Exception as exc:
             raise _EnvironmentFault("".join(traceback.format_exception(exc))) from exc
         finally:
@@ -195,7 +209,7 @@ def drive_episode(
     record.policy_seconds = driver.policy_seconds
     record.environment_seconds = driver.environment_seconds
     if environment is not None and record.outcome != runner_pb2.RUNNER_OUTCOME_ENVIRONMENT_ERROR:
-        _attach_summary(environment, record)
+        _attach_summary(environment, record, policy_seed)
     if environment is not None:
         try:
             environment.close()
@@ -208,7 +222,11 @@ def _step_loop(benchmark: Benchmark, environment: Any, observation: Any, driver:
     limits = driver.limits
     horizon = benchmark.spec.horizon
     frame = policy_pb2.PolicyFrame()
-    encode_into, decode, validate = values.encode_into, values.decode, benchmark.validate_action
+    # A Benchmark may encode observations and decode actions its own way (EvoPolicyGym's exact values, where a
+    # tuple stays a tuple); ours take values.encode_into and values.decode.
+    encode_into = getattr(benchmark, "encode_observation", None) or values.encode_into
+    decode = getattr(benchmark, "decode_action", None) or values.decode
+    validate = benchmark.validate_action
     observation_value = frame.observation.value
     total = 0.0
     steps = 0
@@ -233,7 +251,7 @@ def _step_loop(benchmark: Benchmark, environment: Any, observation: Any, driver:
                 raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, f"malformed action value: {exc}") from None
             except InvalidAction as exc:
                 raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_INVALID_ACTION, f"invalid action at step {steps}: {exc}") from None
-            result = driver.timed_step(environment, action)
+            result = driver.timed_step(environment, action, steps)
             steps += 1
             total += result.reward
             observation = result.observation
@@ -262,8 +280,8 @@ def _say_goodbye(driver: _Driver, record: runner_pb2.EpisodeRecord) -> None:
         record.output_tail = answer.goodbye.output_tail[-driver.limits.output_tail_bytes:]
 
 
-def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord) -> None:
-    """The Environment's summary and artifacts, bounded; a fault of either is said in the summary."""
+def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord, policy_seed: int = 0) -> None:
+    """The Environment's summary, artifacts and evidence, bounded; a fault of any is said in the summary."""
     summary = getattr(environment, "summary", None)
     collected: dict[str, Any] = {}
     if summary is not None:
@@ -274,6 +292,10 @@ def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord) -> None:
     artifacts, problem = _artifacts_of(environment)
     if problem:
         collected["artifacts_error"] = problem
+    evidence, problem = _evidence_of(environment, policy_seed)
+    if problem:
+        collected["evidence_error"] = problem
+    record.evidence = evidence
     if not collected:
         return
     try:
@@ -286,6 +308,18 @@ def _attach_summary(environment: Any, record: runner_pb2.EpisodeRecord) -> None:
     record.artifacts.extend(runner_pb2.Artifact(name=name, data=data) for name, data in artifacts)
 
 
+def artifact_name_problem(name: object) -> str:
+    """Return "" for a good artifact name (a plain file name, or a relative POSIX path of them such as
+    "episode-000/replay.gif"), else what is wrong with it: absolute, "..", ".", empty parts, a backslash, a NUL."""
+    if not isinstance(name, str) or not name:
+        return "an artifact name must be a non-empty string"
+    if len(name) > ARTIFACT_NAME_MAX:
+        return f"an artifact name takes at most {ARTIFACT_NAME_MAX} characters"
+    if not all(_ARTIFACT_PART.fullmatch(part) for part in name.split("/")):
+        return "an artifact name must be a relative POSIX path of plain file names"
+    return ""
+
+
 def _artifacts_of(environment: Any) -> tuple[list[tuple[str, bytes]], str]:
     """The Environment's artifacts (sorted by name) and "" or why none are kept."""
     method = getattr(environment, "artifacts", None)
@@ -295,14 +329,29 @@ def _artifacts_of(environment: Any) -> tuple[list[tuple[str, bytes]], str]:
         artifacts = dict(method())
     except Exception as exc:
         return [], f"{type(exc).__name__}: {exc}"
-    bad = [name for name, data in artifacts.items()
-           if not (isinstance(name, str) and _ARTIFACT_NAME.fullmatch(name) and isinstance(data, bytes))]
+    bad = [name for name, data in artifacts.items() if artifact_name_problem(name) or not isinstance(data, bytes)]
     if bad:
-        return [], f"artifact names must be plain file names with bytes values: {sorted(map(repr, bad))[:3]}"
+        return [], f"artifact names must be plain file names (or relative paths of them) with bytes values: {sorted(map(repr, bad))[:3]}"
     size = sum(len(data) for data in artifacts.values())
     if size > EPISODE_ARTIFACTS_LIMIT_BYTES:
         return [], f"artifacts of {size} bytes, over {EPISODE_ARTIFACTS_LIMIT_BYTES}, were dropped"
     return sorted(artifacts.items()), ""
+
+
+def _evidence_of(environment: Any, policy_seed: int) -> tuple[bytes, str]:
+    """The Environment's evidence (its evidence(policy_seed=...) method, optional) and "" or why none is kept."""
+    method = getattr(environment, "evidence", None)
+    if method is None:
+        return b"", ""
+    try:
+        evidence = method(policy_seed=policy_seed)
+    except Exception as exc:
+        return b"", f"{type(exc).__name__}: {exc}"
+    if not isinstance(evidence, bytes):
+        return b"", f"evidence must be bytes, not {type(evidence).__name__}"
+    if len(evidence) > EVIDENCE_LIMIT_BYTES:
+        return b"", f"evidence of {len(evidence)} bytes, over {EVIDENCE_LIMIT_BYTES}, was dropped"
+    return evidence, ""
 
 
 def feedback_records(records: Any) -> list[EpisodeRecord]:
@@ -318,6 +367,7 @@ def feedback_records(records: Any) -> list[EpisodeRecord]:
             truncated=r.truncated,
             summary=values.decode(r.summary) or {},
             artifacts={a.name: a.data for a in r.artifacts},
+            evidence=r.evidence,
         )
         for r in records
     ]

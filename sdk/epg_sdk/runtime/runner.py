@@ -12,7 +12,6 @@ epg_sdk and the Benchmark's own package.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import socket
@@ -26,52 +25,102 @@ from typing import Any
 import grpc
 
 from epg.v1 import runner_pb2, runner_pb2_grpc
-from epg_sdk.benchmark import Benchmark
+from epg_sdk.benchmark import Benchmark, as_artifact
 from epg_sdk.protocol import values
 from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket
-from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode, feedback_records
+from epg_sdk.runtime.episode_loop import (
+    RUNNER_RECEIVE_LIMIT_BYTES,
+    RUNNER_SEND_LIMIT_BYTES,
+    EpisodeLimits,
+    artifact_name_problem,
+    drive_episode,
+    feedback_records,
+)
 
 SLOT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 FEEDBACK_LIMIT_BYTES = 1024 * 1024
+# All of one Feedback's artifacts together: far below RUNNER_SEND_LIMIT_BYTES, whatever the values take.
+FEEDBACK_ARTIFACTS_LIMIT_BYTES = 512 * 1024 * 1024
+_RETENTION = {"permanent": runner_pb2.ARTIFACT_RETENTION_PERMANENT, "bulk": runner_pb2.ARTIFACT_RETENTION_BULK}
 SOCKET_NAME = "policy.sock"
 RUNNER_SOCKET = "runner.sock"
 
 def load_benchmark(entry: str) -> Benchmark:
-    """Return the Benchmark made by the factory named "module:attribute"."""
-    module_name, _, attribute = entry.partition(":")
-    factory = getattr(importlib.import_module(module_name), attribute)
-    benchmark = factory()
-    if not isinstance(benchmark, Benchmark):
-        raise TypeError(f"{entry} returned {type(benchmark).__name__}, not a Benchmark")
-    return benchmark
+    """Return the Benchmark entry names.
+
+    "module:attribute" calls attribute (one of our factories, or an EvoPolicyGym Benchmark class);
+    "module:Attribute?profile=NAME" constructs an EvoPolicyGym Benchmark class with its config's profile NAME
+    (`epg_sdk.evopolicygym.discovery`). An object with their structural interface is wrapped in
+    EvoPolicyGymBenchmark. Raises TypeError when the result is neither, EntryError for a malformed entry.
+    """
+    from epg_sdk.evopolicygym.discovery import load
+
+    return load(entry)
+
+
+def _encoder(spec: Any) -> Any:
+    """The codec of a Benchmark's public values: exact values for policy/v2 Benchmarks, ours otherwise."""
+    from epg_sdk.evopolicygym.exact import encoder_for
+
+    return encoder_for(spec.program_abi)
 
 
 def describe(benchmark: Benchmark) -> runner_pb2.BenchmarkDescription:
     spec = benchmark.spec
+    encode = _encoder(spec)
+    parameters = encode(spec.parameters)
     return runner_pb2.BenchmarkDescription(
         id=spec.id,
         description=spec.description,
-        observation_space=values.encode(spec.observation_space),
-        action_space=values.encode(spec.action_space),
+        observation_space=encode(spec.observation_space),
+        action_space=encode(spec.action_space),
         horizon=spec.horizon,
         primary_metric=spec.primary_metric,
         direction=runner_pb2.METRIC_DIRECTION_MINIMIZE if spec.direction == "minimize" else runner_pb2.METRIC_DIRECTION_MAXIMIZE,
-        parameters=values.encode(spec.parameters),
+        parameters=parameters,
         failure_return=spec.failure_return,
         readme=spec.readme,
+        program_abi=spec.program_abi,
+        metadata=encode(spec.metadata),
+        step_seconds=spec.step_seconds,
+        episode_seconds=spec.episode_seconds,
+        parameters_digest=values.digest(parameters),
     )
 
 
 def build_feedback(benchmark: Benchmark, records: Any) -> runner_pb2.FeedbackResponse:
+    """The Benchmark's Feedback on records, bounded: values over FEEDBACK_LIMIT_BYTES are replaced by a note, and
+    artifacts are kept in name order until they take FEEDBACK_ARTIFACTS_LIMIT_BYTES (the rest dropped, and the
+    values say so), as are artifacts whose names are not relative POSIX paths of plain names."""
     feedback = benchmark.feedback(feedback_records(records))
-    encoded = values.encode(feedback.values)
+    feedback_values = dict(feedback.values)
+    artifacts = []
+    total = 0
+    dropped = []
+    badly_named = []
+    for name, value in sorted(feedback.artifacts.items()):
+        if artifact_name_problem(name):
+            badly_named.append(name)
+            continue
+        artifact = as_artifact(value)
+        if total + len(artifact.data) > FEEDBACK_ARTIFACTS_LIMIT_BYTES:
+            dropped.append(name)
+            continue
+        total += len(artifact.data)
+        artifacts.append(runner_pb2.Artifact(name=name, data=artifact.data, media_type=artifact.media_type,
+                                             retention=_RETENTION[artifact.retention]))
+    notes = []
+    if badly_named:
+        notes.append(f"{len(badly_named)} artifacts whose names are not relative paths of plain file names were dropped: "
+                     f"{', '.join(map(repr, badly_named[:5]))}")
+    if dropped:
+        notes.append(f"{len(dropped)} artifacts past {FEEDBACK_ARTIFACTS_LIMIT_BYTES} bytes were dropped: {', '.join(dropped[:5])}")
+    if notes:
+        feedback_values["artifacts_error"] = "; ".join(notes)
+    encoded = _encoder(benchmark.spec)(feedback_values)
     if encoded.ByteSize() > FEEDBACK_LIMIT_BYTES:
         encoded = values.encode({"feedback_error": f"Feedback values larger than {FEEDBACK_LIMIT_BYTES} bytes were dropped"})
-    return runner_pb2.FeedbackResponse(
-        score=float(feedback.score),
-        values=encoded,
-        artifacts=[runner_pb2.Artifact(name=name, data=data) for name, data in sorted(feedback.artifacts.items())],
-    )
+    return runner_pb2.FeedbackResponse(score=float(feedback.score), values=encoded, artifacts=artifacts)
 
 
 class RunnerService(runner_pb2_grpc.EnvironmentRunnerServicer):
@@ -153,8 +202,13 @@ def _unlink_quietly(path: Path) -> None:
 
 
 def serve(benchmark: Benchmark, exchange: Path, workers: int = 16) -> grpc.Server:
-    """Start the runner service on EXCHANGE/runner.sock and return the server."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    """Start the runner service on EXCHANGE/runner.sock and return the server.
+
+    Messages are bounded by RUNNER_RECEIVE_LIMIT_BYTES in (a BuildFeedback request carries every Episode's
+    evidence) and RUNNER_SEND_LIMIT_BYTES out (an Episode record with its evidence, or a Feedback's artifacts).
+    """
+    options = [("grpc.max_receive_message_length", RUNNER_RECEIVE_LIMIT_BYTES), ("grpc.max_send_message_length", RUNNER_SEND_LIMIT_BYTES)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=options)
     runner_pb2_grpc.add_EnvironmentRunnerServicer_to_server(RunnerService(benchmark, exchange), server)
     socket_path = exchange / RUNNER_SOCKET
     _unlink_quietly(socket_path)
