@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .authoring._episodes import derive_policy_seed, program_policies, run_episode, summarize
+from .authoring._episodes import derive_policy_seed, program_source, run_episode, summarize
 from .authoring.benchmark import Benchmark, BenchmarkSpec
 from .authoring.environment import EpisodeSpec
 from .errors import EvaluationError
@@ -61,18 +61,18 @@ def evaluate(program: Program, benchmark: Benchmark, *, execution: ProcessExecut
     if type(chosen) is not EvaluationConfig:
         raise TypeError("config must be an EvaluationConfig or None")
     spec, plan = _plan(benchmark, chosen)
-    with program_policies(program) as policies:
-        records = tuple(
-            run_episode(
-                benchmark.make_environment,
-                spec,
-                episode,
-                policies,
-                policy_seed=derive_policy_seed(chosen.seed, index),
-                timeout_seconds=chosen.episode_timeout_seconds,
-            )
-            for index, episode in enumerate(plan)
+    policies = program_source(program)
+    records = tuple(
+        run_episode(
+            benchmark.make_environment,
+            spec,
+            episode,
+            policies,
+            policy_seed=derive_policy_seed(chosen.seed, index),
+            timeout_seconds=chosen.episode_timeout_seconds,
         )
+        for index, episode in enumerate(plan)
+    )
     try:
         feedback = benchmark.feedback(records)
     except Exception as error:

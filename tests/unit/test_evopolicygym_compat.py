@@ -604,11 +604,14 @@ def test_evaluate_runs_a_program_in_process_and_returns_the_benchmarks_feedback(
     ("act", "failure"),
     [
         ("raise RuntimeError('policy bug')", "exception"),
+        ("raise SystemExit(3)", "exception"),
+        ("raise ValueError('bad observation handling')", "protocol_error"),
         ("return 7", "invalid_action"),
         ("return {1, 2}", "protocol_error"),
         ("return float('nan')", "protocol_error"),
         ("import time; time.sleep(0.3); return 1", "timeout"),
     ],
+    ids=["raises", "exits", "raises-value-error", "out-of-domain", "set", "nan", "too-slow"],
 )
 def test_policy_failures_are_episode_outcomes_not_exceptions(tmp_path: Path, act: str, failure: str) -> None:
     program = _program(tmp_path, f"class P:\n    def act(self, observation):\n        {act}\n\ndef make_policy(context):\n    return P()\n")
@@ -617,10 +620,43 @@ def test_policy_failures_are_episode_outcomes_not_exceptions(tmp_path: Path, act
     assert result.feedback.content == {"failures": [failure]}  # type: ignore[attr-defined]
 
 
-def test_a_policy_that_cannot_be_made_fails_with_exception(tmp_path: Path) -> None:
-    program = _program(tmp_path, "raise ImportError('missing dependency')\n")
+@pytest.mark.parametrize(
+    "source",
+    [
+        "raise ImportError('missing dependency')\n",
+        "make_policy = 3\n",
+        "def make_policy(context):\n    raise ValueError('no')\n",
+        "def make_policy(context):\n    return object()\n",
+    ],
+    ids=["import-fails", "not-callable", "make-raises", "no-act"],
+)
+def test_a_policy_that_cannot_be_made_fails_with_exception(tmp_path: Path, source: str) -> None:
+    program = _program(tmp_path, source)
     result = _evaluate(program, _CounterBenchmark(), episodes=1)
     assert result.episodes == (EpisodeSummary("policy_failed", None, 0, "exception"),)  # type: ignore[attr-defined]
+
+
+def test_a_program_reads_its_data_files_and_imports_its_modules_lazily_during_the_episode(tmp_path: Path) -> None:
+    program = _program(
+        tmp_path,
+        """
+        from pathlib import Path
+
+        class P:
+            def act(self, observation):
+                import lazy_helper
+                return lazy_helper.choose(Path("table.txt").read_text())
+
+        def make_policy(context):
+            return P()
+        """,
+        {"lazy_helper.py": "def choose(text):\n    return int(text)\n", "table.txt": "1"},
+    )
+    directory = os.getcwd()
+    result = _evaluate(program, _CounterBenchmark(), episodes=1)
+    assert result.episodes == (EpisodeSummary("completed", 3.0, 3),)  # type: ignore[attr-defined]
+    assert os.getcwd() == directory
+    assert "lazy_helper" not in sys.modules and "_evopolicygym_submission" not in sys.modules
 
 
 def test_each_episode_gets_a_freshly_imported_program(tmp_path: Path) -> None:

@@ -1,18 +1,19 @@
 """Running Episodes in the calling process, with no isolation: the Episode loop shared by evaluate() and check_benchmark().
 
-A Policy run here has the authority of the calling process; it cannot be stopped mid-call, so a deadline is checked
-after each call returns. Isolated evaluation, with enforced limits, is `epg-orchestrate evaluate`.
+A Policy run here has the authority of the calling process and cannot be stopped mid-call: the Episode's deadline is
+checked after each call returns. Isolated evaluation, with enforced limits, is `epg-orchestrate evaluate`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from ..errors import EvaluationError
@@ -22,8 +23,11 @@ from ..results import EpisodeSummary, PolicyFailureCode
 from .benchmark import BenchmarkSpec
 from .environment import Environment, EpisodeRecord, EpisodeSpec, InvalidAction, Step, Transition
 
-PolicyFactory = Callable[[PolicyContext], object]
+# Opens what one Episode's Policy needs and yields a function that makes the Policy (which may raise).
+PolicySource = Callable[[PolicyContext], AbstractContextManager[Callable[[], object]]]
+
 _POLICY_SEED_DOMAIN = b"evopolicygym/policy-seed/v1\x00"
+_SUBMISSION_MODULE = "_evopolicygym_submission"
 
 
 def derive_policy_seed(seed: int, index: int) -> int:
@@ -32,41 +36,64 @@ def derive_policy_seed(seed: int, index: int) -> int:
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
 
 
-@contextmanager
-def program_policies(program: Program) -> Iterator[PolicyFactory]:
-    """Yield a factory that makes one Policy per call from the Program's `policy.py:make_policy`, importing the Program afresh each time.
+def program_source(program: Program) -> PolicySource:
+    """Return a PolicySource that gives each Episode a fresh copy of program, imported afresh.
 
-    The Program is written to a temporary directory that is removed on exit; its modules are imported under private
-    names and removed from sys.modules after each Policy is made, so module state does not carry from one Episode to the
-    next. A failing import or make_policy raises whatever it raised.
+    For the Episode's duration the copy is the working directory and the first entry of sys.path (so sibling modules
+    and data files resolve as in a Policy process of its own); afterwards the working directory and sys.path are
+    restored, the modules loaded from the copy are dropped from sys.modules and the copy is removed.
     """
-    with tempfile.TemporaryDirectory(prefix="evopolicygym-program-") as scratch:
-        root = Path(scratch) / "program"
-        program.write_to(root)
-        counter = iter(range(sys.maxsize))
 
-        def make(context: PolicyContext) -> object:
-            return _import_and_make(root, f"_evopolicygym_program_{next(counter)}", context)
+    @contextmanager
+    def episode(context: PolicyContext) -> Iterator[Callable[[], object]]:
+        with tempfile.TemporaryDirectory(prefix="evopolicygym-episode-") as scratch:
+            root = Path(scratch) / "program"
+            program.write_to(root)
+            with _imported_from(root):
+                yield lambda: _make_policy(root, context)
 
-        yield make
+    return episode
 
 
-def _import_and_make(root: Path, name: str, context: PolicyContext) -> object:
-    before = set(sys.modules)
+def callable_source(make_policy: Callable[[PolicyContext], object]) -> PolicySource:
+    """Return a PolicySource that makes each Episode's Policy by calling make_policy(context)."""
+
+    @contextmanager
+    def episode(context: PolicyContext) -> Iterator[Callable[[], object]]:
+        yield lambda: make_policy(context)
+
+    return episode
+
+
+@contextmanager
+def _imported_from(root: Path) -> Iterator[None]:
+    modules = set(sys.modules)
+    previous_directory = os.getcwd()
     sys.path.insert(0, str(root))
+    os.chdir(root)
     try:
-        spec = importlib.util.spec_from_file_location(name, root / "policy.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module.make_policy(context)
+        yield
     finally:
-        sys.path.remove(str(root))
-        for added in set(sys.modules) - before:
-            origin = getattr(sys.modules[added], "__file__", None) or ""
-            if added == name or origin.startswith(str(root)):
-                del sys.modules[added]
+        os.chdir(previous_directory)
+        if str(root) in sys.path:
+            sys.path.remove(str(root))
+        for name in set(sys.modules) - modules:
+            origin = getattr(sys.modules[name], "__file__", None) or ""
+            if name == _SUBMISSION_MODULE or origin.startswith(str(root) + os.sep):
+                del sys.modules[name]
+
+
+def _make_policy(root: Path, context: PolicyContext) -> object:
+    spec = importlib.util.spec_from_file_location(_SUBMISSION_MODULE, root / "policy.py")
+    if spec is None or spec.loader is None:
+        raise ImportError("policy.py cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_SUBMISSION_MODULE] = module
+    spec.loader.exec_module(module)
+    make_policy = getattr(module, "make_policy", None)
+    if not callable(make_policy):
+        raise TypeError("policy.py must define a callable make_policy")
+    return make_policy(context)
 
 
 def policy_context(spec: BenchmarkSpec, policy_seed: int) -> PolicyContext:
@@ -84,7 +111,7 @@ def run_episode(
     make_environment: Callable[[EpisodeSpec], object],
     spec: BenchmarkSpec,
     episode: EpisodeSpec,
-    policies: PolicyFactory,
+    policies: PolicySource,
     *,
     policy_seed: int,
     timeout_seconds: float,
@@ -92,11 +119,12 @@ def run_episode(
 ) -> EpisodeRecord:
     """Run one Episode in this process and return its record; the Policy's own failures become its policy_failure.
 
-    A Policy that raises (when made or acting) fails with `exception`, one that returns something other than a
-    PolicyValue with `protocol_error`, one past the Episode's deadline with `timeout`, and an Action the Environment
-    refuses with InvalidAction with `invalid_action`. Raises EvaluationError when the Benchmark or Environment fails:
-    no Environment, a failing reset, step or close, a step that returns no Step, or an Episode not ended within
-    max_episode_steps.
+    As in a Policy process of its own: a Policy that cannot be imported or made, or whose make_policy returns an object
+    without act(), fails with `exception`; an act() that raises TypeError, ValueError or RecursionError, or returns
+    something other than a PolicyValue, with `protocol_error`; an act() that raises anything else with `exception`; a
+    Policy still running past the Episode's deadline with `timeout`; an Action the Environment refuses with
+    InvalidAction with `invalid_action`. Raises EvaluationError when the Benchmark or Environment fails: no Environment,
+    a failing reset, step or close, a step that returns no Step, or an Episode not ended within max_episode_steps.
     """
     deadline = clock() + timeout_seconds
     try:
@@ -119,7 +147,7 @@ def _play(
     environment: Environment,
     spec: BenchmarkSpec,
     episode: EpisodeSpec,
-    policies: PolicyFactory,
+    policies: PolicySource,
     *,
     policy_seed: int,
     deadline: float,
@@ -132,40 +160,41 @@ def _play(
     transitions: list[Transition] = []
 
     def ended(failure: PolicyFailureCode | None) -> EpisodeRecord:
-        return EpisodeRecord(episode=episode, policy_seed=policy_seed, initial_observation=initial, transitions=tuple(transitions), policy_failure=failure)
+        return EpisodeRecord(
+            episode=episode, policy_seed=policy_seed, initial_observation=initial, transitions=tuple(transitions), policy_failure=failure
+        )
 
-    try:
-        policy = policies(policy_context(spec, policy_seed))
-    except Exception:
-        return ended("exception")
-    if clock() > deadline:
-        return ended("timeout")
-    if not isinstance(policy, Policy):
-        return ended("protocol_error")
-    observation = initial
-    for _ in range(spec.max_episode_steps):
+    with policies(policy_context(spec, policy_seed)) as make:
         try:
-            answer = policy.act(copy_policy_value(observation))
-        except Exception:
+            policy = make()
+        except (Exception, SystemExit):
+            return ended("exception")
+        if not isinstance(policy, Policy):
             return ended("exception")
         if clock() > deadline:
             return ended("timeout")
-        try:
-            action = copy_policy_value(answer)
-        except (TypeError, ValueError):
-            return ended("protocol_error")
-        try:
-            step = environment.step(action)
-        except InvalidAction:
-            return ended("invalid_action")
-        except Exception as error:
-            raise EvaluationError("the Environment's step failed") from error
-        if type(step) is not Step:
-            raise EvaluationError("the Environment's step returned something that is not a Step")
-        transitions.append(Transition(action=action, step=step))
-        if step.done:
-            return ended(None)
-        observation = step.observation
+        observation = initial
+        for _ in range(spec.max_episode_steps):
+            try:
+                action = copy_policy_value(policy.act(copy_policy_value(observation)))
+            except (TypeError, ValueError, RecursionError):
+                return ended("protocol_error")
+            except (Exception, SystemExit):
+                return ended("exception")
+            if clock() > deadline:
+                return ended("timeout")
+            try:
+                step = environment.step(action)
+            except InvalidAction:
+                return ended("invalid_action")
+            except Exception as error:
+                raise EvaluationError("the Environment's step failed") from error
+            if type(step) is not Step:
+                raise EvaluationError("the Environment's step returned something that is not a Step")
+            transitions.append(Transition(action=action, step=step))
+            if step.done:
+                return ended(None)
+            observation = step.observation
     raise EvaluationError(f"the Environment did not end the Episode within max_episode_steps ({spec.max_episode_steps})")
 
 
@@ -176,4 +205,4 @@ def summarize(record: EpisodeRecord) -> EpisodeSummary:
     return EpisodeSummary(status="completed", reward=record.total_reward, steps=record.steps)
 
 
-__all__ = ["derive_policy_seed", "policy_context", "program_policies", "run_episode", "summarize"]
+__all__ = ["callable_source", "derive_policy_seed", "policy_context", "program_source", "run_episode", "summarize"]

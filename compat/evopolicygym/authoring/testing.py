@@ -14,7 +14,7 @@ from ..errors import BenchmarkError, EvaluationError
 from ..policy import PolicyContext, PolicyValue, copy_policy_value
 from ..program import Program
 from ..results import Feedback
-from ._episodes import PolicyFactory, derive_policy_seed, program_policies, run_episode
+from ._episodes import PolicySource, callable_source, derive_policy_seed, program_source, run_episode
 from .benchmark import Benchmark, BenchmarkSpec
 from .environment import Environment, EpisodeRecord, EpisodeSpec, Step
 
@@ -162,13 +162,9 @@ def _check_policy_episodes(
         plan = tuple(benchmark.episodes(split, seed=seed, count=episodes))
     except Exception as error:
         return [ConformanceIssue("benchmark.episodes", f"episodes({split!r}) raised {type(error).__name__}")]
-    records: list[EpisodeRecord] = []
+    source = program_source(policy) if isinstance(policy, Program) else callable_source(policy)
     try:
-        if isinstance(policy, Program):
-            with program_policies(policy) as policies:
-                records = _run_all(benchmark, spec, plan, policies, seed)
-        else:
-            records = _run_all(benchmark, spec, plan, policy, seed)
+        records = _run_all(benchmark, spec, plan, source, seed)
     except EvaluationError as error:
         return [ConformanceIssue("environment.episode", str(error))]
     try:
@@ -180,7 +176,7 @@ def _check_policy_episodes(
     return []
 
 
-def _run_all(benchmark: Benchmark, spec: BenchmarkSpec, plan: tuple[EpisodeSpec, ...], policies: PolicyFactory, seed: int) -> list[EpisodeRecord]:
+def _run_all(benchmark: Benchmark, spec: BenchmarkSpec, plan: tuple[EpisodeSpec, ...], policies: PolicySource, seed: int) -> list[EpisodeRecord]:
     return [
         run_episode(benchmark.make_environment, spec, episode, policies, policy_seed=derive_policy_seed(seed, index), timeout_seconds=60.0)
         for index, episode in enumerate(plan)
