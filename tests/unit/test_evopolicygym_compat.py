@@ -739,6 +739,27 @@ def test_check_benchmark_reports_nondeterminism_and_broken_episodes() -> None:
     assert [issue.code for issue in check_benchmark(object()).issues] == ["benchmark.interface"]  # type: ignore[arg-type]
 
 
+def test_check_benchmark_reports_a_failing_feedback_and_an_episode_that_never_ends() -> None:
+    class NoFeedback(_CounterBenchmark):
+        def feedback(self, episodes: object) -> Feedback:
+            raise RuntimeError("broken")
+
+    class Endless(_CounterBenchmark):
+        def make_environment(self, episode: EpisodeSpec) -> _CounterEnvironment:
+            environment = super().make_environment(episode)
+            environment.step = lambda action: Step(None, 0.0, terminated=False)  # type: ignore[method-assign]
+            return environment
+
+    class Always:
+        def act(self, observation: object) -> int:
+            return 1
+
+    assert [issue.code for issue in check_benchmark(NoFeedback(), policy=lambda context: Always()).issues] == ["benchmark.feedback"]
+    report = check_benchmark(Endless(), policy=lambda context: Always())
+    assert [issue.code for issue in report.issues] == ["environment.episode"]
+    assert "max_episode_steps" in report.issues[0].message
+
+
 # --- the package ---------------------------------------------------------------------------------------------------
 
 
