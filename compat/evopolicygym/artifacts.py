@@ -33,8 +33,9 @@ class Artifact:
     """One public file: a relative POSIX path name (`episode-000/replay.gif`), a media type, its bytes and a retention.
 
     `permanent` artifacts are kept with the record; `bulk` ones may be evicted, oldest first, within a bound.
-    Raises TypeError or ValueError for a bad name (see check_artifact_name), an empty or multi-line media type,
-    content that is not exact bytes or exceeds ARTIFACT_MAX_BYTES, or an unknown retention.
+    Raises TypeError for a name or media type that is not a str or content that is not exact bytes, and ValueError for
+    an unsafe name (see check_artifact_name), an empty or multi-line media type, content over ARTIFACT_MAX_BYTES or an
+    unknown retention.
     """
 
     name: str
@@ -44,7 +45,9 @@ class Artifact:
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
-        if type(self.media_type) is not str or not self.media_type or "\n" in self.media_type or "\r" in self.media_type:
+        if type(self.media_type) is not str:
+            raise TypeError("artifact media_type must be text")
+        if not self.media_type or "\n" in self.media_type or "\r" in self.media_type:
             raise ValueError("artifact media_type must be a non-empty single line")
         if type(self.content) is not bytes:
             raise TypeError("artifact content must be exact bytes")

@@ -244,6 +244,8 @@ def test_artifact_refuses_bad_media_types_content_and_retention() -> None:
     for media_type in ("", "text/plain\nX-Injected: 1", "text/plain\r"):
         with pytest.raises(ValueError, match="media_type"):
             Artifact("a.txt", media_type, b"")
+    with pytest.raises(TypeError, match="media_type"):
+        Artifact("a.txt", b"text/plain", b"")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="bytes"):
         Artifact("a.txt", "text/plain", bytearray(b"x"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retention"):
@@ -328,7 +330,7 @@ def test_episode_record_sums_rewards_and_counts_steps() -> None:
     assert (record.total_reward, record.steps, record.policy_failure, record.initial_observation) == (3.5, 2, None, "start")
     assert type(record.transitions) is tuple
     empty = EpisodeRecord(EpisodeSpec(1), 2, None, (), policy_failure="exception")
-    assert (empty.total_reward, empty.steps) == (0.0, 0)
+    assert (empty.total_reward, type(empty.total_reward), empty.steps) == (0, int, 0)
 
 
 def test_episode_record_refuses_inconsistent_trajectories() -> None:

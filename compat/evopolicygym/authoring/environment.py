@@ -113,8 +113,8 @@ class EpisodeRecord:
 
     @property
     def total_reward(self) -> float:
-        """The sum of the rewards of every Transition (0.0 when there is none)."""
-        return float(sum(transition.step.reward for transition in self.transitions))
+        """The sum of the rewards of every Transition, in order (the int 0 when there is none, as EvoPolicyGym 0.3 gives)."""
+        return sum(transition.step.reward for transition in self.transitions)
 
     @property
     def steps(self) -> int:
