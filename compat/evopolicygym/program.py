@@ -83,21 +83,12 @@ class Program:
         if not stat.S_ISDIR(root_mode):
             raise ProgramSourceError("the Program source must be a real directory, not a symbolic link or a file")
 
-        listing = _list_files(root)
-        if len(listing) > bounds.max_files:
-            raise ProgramLimitError(f"the Program holds more than {bounds.max_files} files")
-        if "policy.py" not in listing:
+        first = _capture(root, bounds, read=True)
+        if "policy.py" not in first:
             raise ProgramSourceError("the Program must contain policy.py")
-        contents: dict[str, bytes] = {}
-        total = 0
-        for relative in listing:
-            data = _read_bounded(root.joinpath(*relative.split("/")), bounds.max_file_bytes)
-            total += len(data)
-            if total > bounds.max_total_bytes:
-                raise ProgramLimitError(f"the Program holds more than {bounds.max_total_bytes} bytes")
-            contents[relative] = data
-        if _list_files(root) != listing:
+        if sorted(_capture(root, bounds, read=False)) != sorted(first):
             raise ProgramChangedError("the Program directory changed while it was captured")
+        contents = {relative: data for relative, data in first.items() if data is not None}
         return cls._of(contents)
 
     @classmethod
@@ -187,31 +178,59 @@ class Program:
         return f"Program(digest={self._digest!r}, file_count={self.file_count}, total_bytes={self.total_bytes})"
 
 
-def _list_files(root: Path) -> tuple[str, ...]:
-    """Relative paths of the regular files under root, sorted by UTF-8 bytes; raises ProgramSourceError for what a Program cannot hold."""
-    found: list[str] = []
-    pending: list[tuple[Path, str]] = [(root, "")]
-    while pending:
-        directory, prefix = pending.pop()
-        try:
-            with os.scandir(directory) as entries:
-                listed = list(entries)
-        except OSError:
-            raise ProgramSourceError("a Program directory cannot be read") from None
-        for entry in listed:
-            name = _canonical_name(entry.name)
-            relative = prefix + name
-            if entry.is_symlink():
-                raise ProgramSourceError(f"the Program cannot contain a symbolic link: {relative}")
-            if entry.is_dir(follow_symlinks=False):
-                if name not in _SKIPPED_DIRECTORIES:
-                    pending.append((Path(entry.path), relative + "/"))
-            elif entry.is_file(follow_symlinks=False):
-                if not name.endswith(".pyc"):
-                    found.append(relative)
-            else:
-                raise ProgramSourceError(f"the Program cannot contain a special file: {relative}")
-    return tuple(sorted(found, key=lambda name: name.encode()))
+_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _capture(root: Path, bounds: ProgramLimits, *, read: bool) -> dict[str, bytes | None]:
+    """Every regular file under root by relative path, with its bytes when read (None otherwise).
+
+    Each directory is opened relative to its parent's descriptor without following a link, so a directory swapped for
+    a link while the walk runs is refused rather than followed. Raises ProgramSourceError for what a Program cannot
+    hold, ProgramLimitError past a bound, ProgramChangedError for a change seen during the walk.
+    """
+    try:
+        root_descriptor = os.open(root, _DIRECTORY_FLAGS)
+    except OSError:
+        raise ProgramSourceError("the Program directory cannot be opened") from None
+    found: dict[str, bytes | None] = {}
+    total = 0
+    pending: list[tuple[int, str]] = [(root_descriptor, "")]
+    try:
+        while pending:
+            descriptor, prefix = pending[-1]
+            try:
+                with os.scandir(descriptor) as entries:
+                    listed = list(entries)
+            except OSError:
+                raise ProgramSourceError("a Program directory cannot be read") from None
+            for entry in listed:
+                name = _canonical_name(entry.name)
+                relative = prefix + name
+                if entry.is_symlink():
+                    raise ProgramSourceError(f"the Program cannot contain a symbolic link: {relative}")
+                if entry.is_dir(follow_symlinks=False):
+                    if name not in _SKIPPED_DIRECTORIES:
+                        try:
+                            pending.append((os.open(name, _DIRECTORY_FLAGS, dir_fd=descriptor), relative + "/"))
+                        except OSError:
+                            raise ProgramChangedError(f"a Program directory changed while it was captured: {relative}") from None
+                elif not entry.is_file(follow_symlinks=False):
+                    raise ProgramSourceError(f"the Program cannot contain a special file: {relative}")
+                elif not name.endswith(".pyc"):
+                    if len(found) == bounds.max_files:
+                        raise ProgramLimitError(f"the Program holds more than {bounds.max_files} files")
+                    data = _read_bounded(descriptor, name, relative, bounds.max_file_bytes) if read else None
+                    total += 0 if data is None else len(data)
+                    if total > bounds.max_total_bytes:
+                        raise ProgramLimitError(f"the Program holds more than {bounds.max_total_bytes} bytes")
+                    found[relative] = data
+            os.close(descriptor)
+            pending.remove((descriptor, prefix))
+    finally:
+        for descriptor, _ in pending:
+            os.close(descriptor)
+    return found
 
 
 def _canonical_name(name: str) -> str:
@@ -224,18 +243,18 @@ def _canonical_name(name: str) -> str:
     return name
 
 
-def _read_bounded(path: Path, max_bytes: int) -> bytes:
-    """The bytes of one regular file, read without following a link and refused when it changes or exceeds max_bytes."""
+def _read_bounded(directory: int, name: str, relative: str, max_bytes: int) -> bytes:
+    """The bytes of one regular file of a directory, opened without following a link, refused when it changes or exceeds max_bytes."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        descriptor = os.open(name, _FILE_FLAGS, dir_fd=directory)
     except OSError:
-        raise ProgramChangedError(f"a Program file changed while it was captured: {path.name}") from None
+        raise ProgramChangedError(f"a Program file changed while it was captured: {relative}") from None
     try:
         before = os.fstat(descriptor)
         if not stat.S_ISREG(before.st_mode):
-            raise ProgramSourceError(f"the Program can contain only regular files: {path.name}")
+            raise ProgramSourceError(f"the Program can contain only regular files: {relative}")
         if before.st_size > max_bytes:
-            raise ProgramLimitError(f"a Program file holds more than {max_bytes} bytes: {path.name}")
+            raise ProgramLimitError(f"a Program file holds more than {max_bytes} bytes: {relative}")
         chunks: list[bytes] = []
         left = max_bytes + 1
         while left > 0:
@@ -246,14 +265,14 @@ def _read_bounded(path: Path, max_bytes: int) -> bytes:
             left -= len(chunk)
         data = b"".join(chunks)
         if len(data) > max_bytes:
-            raise ProgramLimitError(f"a Program file holds more than {max_bytes} bytes: {path.name}")
+            raise ProgramLimitError(f"a Program file holds more than {max_bytes} bytes: {relative}")
         after = os.fstat(descriptor)
         try:
-            now = os.lstat(path)
+            now = os.stat(name, dir_fd=directory, follow_symlinks=False)
         except OSError:
-            raise ProgramChangedError(f"a Program file changed while it was captured: {path.name}") from None
+            raise ProgramChangedError(f"a Program file changed while it was captured: {relative}") from None
         if len({_identity(before), _identity(after), _identity(now)}) != 1 or len(data) != before.st_size:
-            raise ProgramChangedError(f"a Program file changed while it was captured: {path.name}")
+            raise ProgramChangedError(f"a Program file changed while it was captured: {relative}")
         return data
     finally:
         os.close(descriptor)

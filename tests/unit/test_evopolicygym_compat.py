@@ -508,6 +508,19 @@ def test_program_needs_policy_py_and_keeps_within_its_limits(tmp_path: Path) -> 
         ProgramLimits(max_files=0)
 
 
+def test_a_refused_program_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    linked = _program_dir(tmp_path / "linked", {"policy.py": "A = 1\n", "a/b/c/e.txt": "e", "a/b/d/e.txt": "e"})
+    (linked / "a" / "b" / "d" / "link").symlink_to("/etc/passwd")
+    big = _program_dir(tmp_path / "big", {"policy.py": "A = 1\n", "a/b/c/big.bin": b"x" * 100, "a/b/d/e.txt": "e"})
+    open_before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(ProgramSourceError, match="symbolic link"):
+            Program.from_directory(linked)
+        with pytest.raises(ProgramLimitError, match="a/b/c/big.bin"):
+            Program.from_directory(big, limits=ProgramLimits(max_file_bytes=50, max_total_bytes=1000))
+    assert len(os.listdir("/proc/self/fd")) == open_before
+
+
 def test_program_writes_its_files_into_a_new_directory(tmp_path: Path) -> None:
     program = Program.from_directory(_program_dir(tmp_path / "p", {"policy.py": "A = 1\n", "lib/x.py": "B = 2\n"}))
     program.write_to(tmp_path / "copy")
