@@ -860,15 +860,15 @@ def checkout() -> _Checkout:
 
 
 @pytest.fixture
-def isolated_imports() -> Iterator[None]:
-    """Undo the sys.path and sys.modules changes a reference package's import makes."""
+def isolated_imports(tmp_path: Path) -> Iterator[None]:
+    """Undo sys.path changes and drop from sys.modules what was imported from tmp_path (third-party modules stay loaded)."""
     path, modules = list(sys.path), set(sys.modules)
     try:
         yield
     finally:
         sys.path[:] = path
         for name in set(sys.modules) - modules:
-            if not name.startswith(("gymnasium", "numpy", "evopolicygym")):
+            if (getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path) + os.sep):
                 del sys.modules[name]
 
 
