@@ -668,9 +668,24 @@ def test_a_program_reads_its_data_files_and_imports_its_modules_lazily_during_th
         {"lazy_helper.py": "def choose(text):\n    return int(text)\n", "table.txt": "1"},
     )
     directory = os.getcwd()
-    result = _evaluate(program, _CounterBenchmark(), episodes=1)
+    environment_directories: list[str] = []
+
+    class Watched(_CounterBenchmark):
+        def make_environment(self, episode: EpisodeSpec) -> _CounterEnvironment:
+            environment = super().make_environment(episode)
+            step = environment.step
+
+            def watched_step(action: object) -> Step:
+                environment_directories.append(os.getcwd())
+                return step(action)
+
+            environment.step = watched_step  # type: ignore[method-assign]
+            return environment
+
+    result = _evaluate(program, Watched(), episodes=1)
     assert result.episodes == (EpisodeSummary("completed", 3.0, 3),)  # type: ignore[attr-defined]
     assert os.getcwd() == directory
+    assert environment_directories == [directory] * 3
     assert "lazy_helper" not in sys.modules and "_evopolicygym_submission" not in sys.modules
 
 

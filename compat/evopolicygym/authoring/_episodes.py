@@ -13,8 +13,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import EvaluationError
 from ..policy import Policy, PolicyContext, copy_policy_value
@@ -23,8 +26,24 @@ from ..results import EpisodeSummary, PolicyFailureCode
 from .benchmark import BenchmarkSpec
 from .environment import Environment, EpisodeRecord, EpisodeSpec, InvalidAction, Step, Transition
 
-# Opens what one Episode's Policy needs and yields a function that makes the Policy (which may raise).
-PolicySource = Callable[[PolicyContext], AbstractContextManager[Callable[[], object]]]
+_Result = TypeVar("_Result")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyScope:
+    """One Episode's Policy side: make() makes the Policy (and may raise), run(function) calls function as the Policy's code runs."""
+
+    make: Callable[[], object]
+    enter: Callable[[], AbstractContextManager[object]] = nullcontext
+
+    def run(self, function: Callable[[], _Result]) -> _Result:
+        """Return function() called inside the Policy's scope (its working directory and import root)."""
+        with self.enter():
+            return function()
+
+
+# Opens one Episode's PolicyScope for a PolicyContext, and releases what it holds on exit.
+PolicySource = Callable[[PolicyContext], AbstractContextManager[PolicyScope]]
 
 _POLICY_SEED_DOMAIN = b"evopolicygym/policy-seed/v1\x00"
 _SUBMISSION_MODULE = "_evopolicygym_submission"
@@ -39,18 +58,24 @@ def derive_policy_seed(seed: int, index: int) -> int:
 def program_source(program: Program) -> PolicySource:
     """Return a PolicySource that gives each Episode a fresh copy of program, imported afresh.
 
-    For the Episode's duration the copy is the working directory and the first entry of sys.path (so sibling modules
-    and data files resolve as in a Policy process of its own); afterwards the working directory and sys.path are
-    restored, the modules loaded from the copy are dropped from sys.modules and the copy is removed.
+    While the Policy's code runs (its import, make_policy, each act) the copy is the working directory and the first
+    entry of sys.path, as in a Policy process of its own; the Environment's code runs with neither. After the Episode
+    the modules loaded from the copy are dropped from sys.modules and the copy is removed.
     """
 
     @contextmanager
-    def episode(context: PolicyContext) -> Iterator[Callable[[], object]]:
+    def episode(context: PolicyContext) -> Iterator[PolicyScope]:
         with tempfile.TemporaryDirectory(prefix="evopolicygym-episode-") as scratch:
             root = Path(scratch) / "program"
             program.write_to(root)
-            with _imported_from(root):
-                yield lambda: _make_policy(root, context)
+            modules = set(sys.modules)
+            try:
+                yield PolicyScope(make=lambda: _make_policy(root, context), enter=lambda: _inside(root))
+            finally:
+                for name in set(sys.modules) - modules:
+                    origin = getattr(sys.modules[name], "__file__", None) or ""
+                    if name == _SUBMISSION_MODULE or origin.startswith(str(root) + os.sep):
+                        del sys.modules[name]
 
     return episode
 
@@ -59,15 +84,14 @@ def callable_source(make_policy: Callable[[PolicyContext], object]) -> PolicySou
     """Return a PolicySource that makes each Episode's Policy by calling make_policy(context)."""
 
     @contextmanager
-    def episode(context: PolicyContext) -> Iterator[Callable[[], object]]:
-        yield lambda: make_policy(context)
+    def episode(context: PolicyContext) -> Iterator[PolicyScope]:
+        yield PolicyScope(make=lambda: make_policy(context))
 
     return episode
 
 
 @contextmanager
-def _imported_from(root: Path) -> Iterator[None]:
-    modules = set(sys.modules)
+def _inside(root: Path) -> Iterator[None]:
     previous_directory = os.getcwd()
     sys.path.insert(0, str(root))
     os.chdir(root)
@@ -77,10 +101,6 @@ def _imported_from(root: Path) -> Iterator[None]:
         os.chdir(previous_directory)
         if str(root) in sys.path:
             sys.path.remove(str(root))
-        for name in set(sys.modules) - modules:
-            origin = getattr(sys.modules[name], "__file__", None) or ""
-            if name == _SUBMISSION_MODULE or origin.startswith(str(root) + os.sep):
-                del sys.modules[name]
 
 
 def _make_policy(root: Path, context: PolicyContext) -> object:
@@ -164,9 +184,9 @@ def _play(
             episode=episode, policy_seed=policy_seed, initial_observation=initial, transitions=tuple(transitions), policy_failure=failure
         )
 
-    with policies(policy_context(spec, policy_seed)) as make:
+    with policies(policy_context(spec, policy_seed)) as scope:
         try:
-            policy = make()
+            policy = scope.run(scope.make)
         except (Exception, SystemExit):
             return ended("exception")
         if not isinstance(policy, Policy):
@@ -176,7 +196,7 @@ def _play(
         observation = initial
         for _ in range(spec.max_episode_steps):
             try:
-                action = copy_policy_value(policy.act(copy_policy_value(observation)))
+                action = copy_policy_value(scope.run(partial(policy.act, copy_policy_value(observation))))
             except (TypeError, ValueError, RecursionError):
                 return ended("protocol_error")
             except (Exception, SystemExit):
@@ -205,4 +225,4 @@ def summarize(record: EpisodeRecord) -> EpisodeSummary:
     return EpisodeSummary(status="completed", reward=record.total_reward, steps=record.steps)
 
 
-__all__ = ["callable_source", "derive_policy_seed", "policy_context", "program_source", "run_episode", "summarize"]
+__all__ = ["PolicyScope", "PolicySource", "callable_source", "derive_policy_seed", "policy_context", "program_source", "run_episode", "summarize"]
