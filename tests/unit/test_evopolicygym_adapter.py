@@ -2,8 +2,8 @@
 Feedback artifacts, the parameters digest, discovery and entries, and our own Benchmarks unchanged.
 
 Engine-free: a fake policy speaks the framed protocol on a socketpair (or on the runner's slot socket), and the
-runner's real gRPC server runs in-process. Their `evopolicygym` is `compat/evopolicygym` when the repository has
-it, else the test stand-in in tests/support/evopolicygym_standin (which also holds the `toy_walk` package).
+runner's real gRPC server runs in-process. Their `evopolicygym` is ours, `compat/evopolicygym`; the `toy_walk` package
+is in tests/support/evopolicygym_toys.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import grpc
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN = REPO / "tests" / "support" / "evopolicygym_standin"
+TOYS = REPO / "tests" / "support" / "evopolicygym_toys"
 COMPAT = REPO / "compat"
-SEARCH_PATH = [str(COMPAT)] * (COMPAT / "evopolicygym").is_dir() + [str(STANDIN)]
+SEARCH_PATH = [str(COMPAT), str(TOYS)]
 for entry in reversed(SEARCH_PATH):
     if entry not in sys.path:
         sys.path.insert(0, entry)

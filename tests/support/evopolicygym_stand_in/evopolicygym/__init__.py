@@ -1,1 +1,0 @@
-"""A test-only stand-in for the `evopolicygym` import package, used until compat/evopolicygym is in the tree."""

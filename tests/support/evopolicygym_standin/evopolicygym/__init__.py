@@ -1,1 +1,0 @@
-"""Test stand-in of the `evopolicygym` import package: the values and authoring types the adapter uses."""
