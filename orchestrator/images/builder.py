@@ -22,7 +22,7 @@ from docker.errors import APIError, ImageNotFound
 
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
-from orchestrator.backends.labels import BENCHMARKS, CHECKOUT, CLI, IMAGE, INPUTS, MANAGED, PACKAGE
+from orchestrator.backends.labels import BENCHMARKS, CHECKOUT, CLI, IMAGE, INPUTS, MANAGED, PACKAGE, sandbox_labels
 from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import (
     REPO_ROOT,
@@ -45,6 +45,7 @@ from orchestrator.images.recipes import (
     agent_base_recipe,
     cli_agent_recipes,
     environment_recipe,
+    policy_runtime_name,
     policy_runtime_recipe,
     sdk_layer_recipe,
 )
@@ -170,6 +171,17 @@ class ImageBuilder:
         except ImageNotFound:
             return package
         return with_discovered(package, label_benchmarks(labels.get(BENCHMARKS, "")))
+
+    def policy_image_for(self, environment_image: str) -> str:
+        """The policy runtime image (name) for Programs evaluated on environment_image, an image given as it is: that of
+        the Python of the catalogue's recipe its image label names (policy-runtime-py313 for a Python 3.13 one), else
+        policy-runtime."""
+        try:
+            labels = self._client.images.get(environment_image).labels or {}
+        except ImageNotFound:
+            labels = {}
+        recipe = self.recipes().get(labels.get(IMAGE, ""))
+        return policy_runtime_name(recipe.python if recipe is not None else DEFAULT_PYTHON)
 
     def _local_base(self, python: str) -> str | None:
         if python not in self._base_ids:
@@ -376,7 +388,7 @@ class ImageBuilder:
         Raises InfrastructureError(IMAGE_BUILD_FAILED) when the command fails or prints no list of Benchmarks."""
         engine = DockerEngine(self._client)
         container = engine.start(ContainerSpec(image=provisional, command=recipe.discover, memory_bytes=2 * 1024**3,
-                                               pids_limit=256, labels={MANAGED: "true", IMAGE: recipe.name}))
+                                               pids_limit=256, labels={**sandbox_labels().for_role("discovery"), IMAGE: recipe.name}))
         try:
             status = engine.exit_of(container, DISCOVERY_TIMEOUT_S)
             stdout = engine.logs(container, stdout=True, stderr=False).decode("utf-8", "replace")
