@@ -315,3 +315,12 @@ def test_benchmarks_lists_an_evopolicygym_package_as_not_built_until_its_image_e
     assert "env-epg-cartpole" not in {row["image"] for row in document["benchmarks"]}
     table = invoke_cli("benchmarks", "--environments", str(tmp_path))
     assert "(not built)" in table.stdout and "env-epg-cartpole" in table.stdout
+
+
+def test_env_test_takes_the_entries_of_an_evopolicygym_image_from_its_label():
+    from orchestrator.backends.labels import BENCHMARKS
+    from orchestrator.envcheck import held_benchmarks
+
+    label = '[{"id":"highway-parking","entry":"highway_benchmarks:HighwayBenchmark?profile=parking","class":"HighwayBenchmark","profile":"parking"}]'
+    assert held_benchmarks({BENCHMARKS: label}, {}, {}) == {"highway-parking": "highway_benchmarks:HighwayBenchmark?profile=parking"}
+    assert held_benchmarks({BENCHMARKS: "CartPole-v1"}, {}, {"CartPole-v1": "m:f"}) == {"CartPole-v1": "m:f"}
