@@ -23,7 +23,7 @@ from docker.errors import APIError, ImageNotFound
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import BENCHMARKS, CHECKOUT, CLI, IMAGE, INPUTS, MANAGED, PACKAGE, sandbox_labels
-from orchestrator.images.base import ensure_base, local_base, planned_bootstrap_tag
+from orchestrator.images.base import ensure_base, kind_of, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import (
     REPO_ROOT,
     CatalogueError,
@@ -34,7 +34,7 @@ from orchestrator.images.catalogue import (
     parse_discovered,
     with_discovered,
 )
-from orchestrator.images.debian import AptCache, DebianPackage, HostApt, download, installed_in_image, resolve
+from orchestrator.images.debian import AptCache, DebianPackage, HostApt, SuiteApt, download, installed_in_image, resolve
 from orchestrator.images.ownership import Ledger, path_id, reason_to_keep
 from orchestrator.images.recipes import (
     DEFAULT_PYTHON,
@@ -143,7 +143,8 @@ class ImageBuilder:
         self._base_ids: dict[str, str] = {}  # Python -> its base image's id
         self._recipes: dict[str, ImageRecipe] | None = None
         self._packages: list[EnvironmentPackage] | None = None
-        self._apt = apt or HostApt()
+        # apt per Python: the host's (bookworm's lists) for 3.11, trixie's lists in the cache for 3.13
+        self._apts: dict[str, AptCache] = {DEFAULT_PYTHON: apt or HostApt()}
         self._installed: dict[str, frozenset[str]] = {}  # base image -> its Debian packages
         self._debs: dict[tuple[str, tuple[str, ...]], tuple[DebianPackage, ...]] = {}  # (base, names) -> resolved
 
@@ -243,15 +244,23 @@ class ImageBuilder:
         base = self.base_id(recipe.python)
         key = (base, recipe.debian)
         if key not in self._debs:
-            stored = _ResolvedDebs(self._cache / "debs" / "resolved.json", self._apt.fingerprint())
+            apt = self._apt_of(recipe.python)
+            stored = _ResolvedDebs(self._cache / "debs" / "resolved.json", apt.fingerprint())
             found = stored.get(base, recipe.debian)
             if found is None:
                 if base not in self._installed:
                     self._installed[base] = installed_in_image(DockerEngine(self._client), base, {MANAGED: "true", IMAGE: recipe.name})
-                found = resolve(recipe.debian, self._installed[base], self._apt)
+                found = resolve(recipe.debian, self._installed[base], apt)
                 stored.put(base, recipe.debian, found)
             self._debs[key] = found
         return self._debs[key]
+
+    def _apt_of(self, python: str) -> AptCache:
+        """The apt that answers for the Debian suite of python's base (made on first use)."""
+        if python not in self._apts:
+            suite = kind_of(python).suite
+            self._apts[python] = SuiteApt(suite, self._cache / "apt" / suite)
+        return self._apts[python]
 
     def _base_input(self, recipe: ImageRecipe) -> str:
         if recipe.parent is None:
@@ -372,23 +381,36 @@ class ImageBuilder:
             labels[PACKAGE] = self._package_ids[recipe.name]
         # An image whose Benchmarks are discovered is built under a provisional tag first: only the labelled image
         # carries the tag, so a failed discovery leaves nothing that looks up to date.
-        built_as = f"{tag}-undiscovered" if recipe.discover else tag
+        built_as = f"{tag}-undiscovered" if recipe.discover or recipe.environment else tag
         with tempfile.TemporaryDirectory(prefix=f"epg-build-{recipe.name}-") as tmp:
             context = self.write_context(recipe, Path(tmp))
             self._docker_build(context.directory, built_as, context.build_args, labels)
-        if recipe.discover:
-            self._label_discovered(recipe, built_as, tag)
+        if built_as != tag:
+            self._finish(recipe, built_as, tag)
         image_id = self._image_id(tag) or ""
         self._progress(f"{recipe.name}: built {tag} in {time.monotonic() - started:.0f} s")
         return BuildResult(name=recipe.name, tag=tag, image_id=image_id, built=True, seconds=time.monotonic() - started)
 
-    def _label_discovered(self, recipe: ImageRecipe, provisional: str, tag: str) -> None:
-        """Run recipe's discovery command in the provisional image (hardened: no network, read-only, not root) and give
-        tag to that image with the Benchmarks it printed as its benchmarks label; the provisional tag is removed.
-        Raises InfrastructureError(IMAGE_BUILD_FAILED) when the command fails or prints no list of Benchmarks."""
+    def _finish(self, recipe: ImageRecipe, provisional: str, tag: str) -> None:
+        """Give tag to the provisional image plus a last layer: recipe's environment variables, and the benchmarks label
+        of the Benchmarks its discovery command finds in it. The provisional tag is removed. Raises InfrastructureError."""
+        lines = ["ARG BASE", "FROM ${BASE}", *(f"ENV {key}={json.dumps(value)}" for key, value in sorted(recipe.environment.items()))]
+        try:
+            labels = {BENCHMARKS: self._discovered(recipe, provisional)} if recipe.discover else {}
+            with tempfile.TemporaryDirectory(prefix=f"epg-finish-{recipe.name}-") as tmp:
+                (Path(tmp) / "Dockerfile").write_text("\n".join(lines) + "\n")
+                self._docker_build(Path(tmp), tag, {"BASE": provisional}, labels)
+        finally:  # a failed discovery leaves no image that looks up to date
+            self._remove_tag(provisional)
+
+    def _discovered(self, recipe: ImageRecipe, provisional: str) -> str:
+        """The benchmarks label of the Benchmarks recipe's discovery command prints in the provisional image (run
+        hardened: no network, read-only, not root; with the image's environment variables). Raises
+        InfrastructureError(IMAGE_BUILD_FAILED) when it fails or prints no Benchmark."""
         engine = DockerEngine(self._client)
         container = engine.start(ContainerSpec(image=provisional, command=recipe.discover, memory_bytes=2 * 1024**3,
-                                               pids_limit=256, labels={**sandbox_labels().for_role("discovery"), IMAGE: recipe.name}))
+                                               pids_limit=256, labels={**sandbox_labels().for_role("discovery"), IMAGE: recipe.name},
+                                               environment=dict(recipe.environment)))
         try:
             status = engine.exit_of(container, DISCOVERY_TIMEOUT_S)
             stdout = engine.logs(container, stdout=True, stderr=False).decode("utf-8", "replace")
@@ -397,22 +419,16 @@ class ImageBuilder:
             engine.remove(container)
         command = " ".join(recipe.discover)
         if status.exit_code != 0:
-            self._remove_tag(provisional)
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED,
                                       f"{recipe.name}: `{command}` failed in the built image (exit {status.exit_code})", both[-4000:])
         try:
             benchmarks = parse_discovered(stdout)
         except CatalogueError as exc:
-            self._remove_tag(provisional)
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"{recipe.name}: {exc}", both[-4000:]) from exc
         if not benchmarks:
-            self._remove_tag(provisional)
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"{recipe.name}: `{command}` found no Benchmark", both[-4000:])
         self._progress(f"{recipe.name}: discovered {', '.join(b.id for b in benchmarks)}")
-        with tempfile.TemporaryDirectory(prefix=f"epg-label-{recipe.name}-") as tmp:
-            (Path(tmp) / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\n")
-            self._docker_build(Path(tmp), tag, {"BASE": provisional}, {BENCHMARKS: discovered_label(benchmarks)})
-        self._remove_tag(provisional)
+        return discovered_label(benchmarks)
 
     def _remove_tag(self, reference: str) -> None:
         try:
@@ -475,7 +491,8 @@ class ImageBuilder:
         dest.mkdir(parents=True, exist_ok=True)
         packages = self.debian_packages(recipe)
         if packages:
-            fetched = download(packages, self._cache / "debs", dest)
+            apt = self._apt_of(recipe.python)
+            fetched = download(packages, self._cache / "debs", dest, apt.options if isinstance(apt, HostApt) else ())
             if fetched:
                 self._progress(f"downloaded Debian packages: {' '.join(fetched)}")
 

@@ -103,6 +103,7 @@ class EvoPolicyGymParts(BaseModel):
     local: tuple[str, ...] = ()  # locked dependencies from a path (a vendored distribution): not installed yet
     dependency_names: tuple[str, ...] = ()  # its direct dependencies' names, extras kept ("gymnasium[mujoco]")
     programs: tuple[str, ...] = ()  # the Program directories below module_dir/programs/ ("baseline", ...)
+    environment: dict[str, str] = Field(default_factory=dict)  # variables set in its image (MUJOCO_GL=egl for Mesa's EGL)
 
 
 class EnvironmentPackage(BaseModel):
@@ -330,16 +331,23 @@ def resolve_benchmark(name: str, packages: list[EnvironmentPackage]) -> tuple[En
 # package's direct dependencies, extras as written). The MuJoCo families that render frames use EGL (MUJOCO_GL=egl)
 # through Mesa's software driver.
 MESA_EGL = ("libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libopengl0")
-DEBIAN_BY_DEPENDENCIES: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = (
-    (frozenset({"mujoco"}), MESA_EGL),  # dm_control, Gymnasium-Robotics, MetaWorld, robosuite
-    (frozenset({"gymnasium[mujoco]", "imageio-ffmpeg"}), MESA_EGL),  # HalfCheetah, which writes videos of its frames
+EGL_ENVIRONMENT = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}  # MuJoCo (and PyOpenGL under it) render through EGL
+DEBIAN_BY_DEPENDENCIES: tuple[tuple[frozenset[str], tuple[str, ...], dict[str, str]], ...] = (
+    (frozenset({"mujoco"}), MESA_EGL, EGL_ENVIRONMENT),  # dm_control, Gymnasium-Robotics, MetaWorld, robosuite
+    (frozenset({"gymnasium[mujoco]", "imageio-ffmpeg"}), MESA_EGL, EGL_ENVIRONMENT),  # HalfCheetah: videos of its frames
 )
 
 
 def debian_for(dependency_names: Iterable[str]) -> tuple[str, ...]:
     """The Debian packages DEBIAN_BY_DEPENDENCIES gives a package with these direct dependencies, sorted."""
     names = set(dependency_names)
-    return tuple(sorted({debian for key, packages in DEBIAN_BY_DEPENDENCIES if key <= names for debian in packages}))
+    return tuple(sorted({debian for key, packages, _ in DEBIAN_BY_DEPENDENCIES if key <= names for debian in packages}))
+
+
+def environment_for(dependency_names: Iterable[str]) -> dict[str, str]:
+    """The environment variables DEBIAN_BY_DEPENDENCIES sets in the image of a package with these direct dependencies."""
+    names = set(dependency_names)
+    return {key: value for needed, _, variables in DEBIAN_BY_DEPENDENCIES if needed <= names for key, value in sorted(variables.items())}
 
 
 def _dependency_key(requirement: str) -> str:
@@ -383,7 +391,8 @@ def evopolicygym_package(root: Path, data: dict[str, object]) -> EnvironmentPack
     except ValidationError as exc:
         raise CatalogueError(f"{pyproject}: project.name: {exc.errors()[0]['msg']} (image {image})") from exc
     parts = EvoPolicyGymParts(module_dir=f"src/{module}", requirements=locked.pins if locked else dependencies,
-                              locked=locked is not None, local=locked.local if locked else (), dependency_names=names, programs=programs)
+                              locked=locked is not None, local=locked.local if locked else (), dependency_names=names, programs=programs,
+                              environment=environment_for(names))
     return EnvironmentPackage(root=root, table=table, distribution=distribution, version=str(project.get("version", "")),
                               evopolicygym=parts)
 

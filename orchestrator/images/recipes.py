@@ -142,6 +142,9 @@ class ImageRecipe:
     # A command run in the built image whose output (a JSON list) becomes its benchmarks label: an EvoPolicyGym
     # package's Benchmarks, which no entry point names.
     discover: tuple[str, ...] = ()
+    # Environment variables of the image, set (with the discovered label) in a last layer after the Dockerfile's:
+    # MUJOCO_GL=egl for an EvoPolicyGym family that renders through Mesa.
+    environment: dict[str, str] = field(default_factory=dict)
 
     def inputs_hash(self, base: str) -> str:
         """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements,
@@ -153,7 +156,8 @@ class ImageRecipe:
         # absent for the default Python and without discovery: the tags of before
         python = (f"python {self.python}",) if self.python != DEFAULT_PYTHON else ()
         discover = ("discover " + "\0".join(self.discover),) if self.discover else ()
-        for part in (self.name, base, "\n".join(self.requirements), *no_deps, *debian, *python, *discover):
+        environment = ("environment " + "\0".join(f"{k}={v}" for k, v in sorted(self.environment.items())),) if self.environment else ()
+        for part in (self.name, base, "\n".join(self.requirements), *no_deps, *debian, *python, *discover, *environment):
             hasher.update(part.encode() + b"\0")
         hasher.update(self.dockerfile.read_bytes() + b"\0")
         for prefix, mapping in (("lib", self.files), ("context", self.context_files)):
@@ -413,6 +417,7 @@ def _evopolicygym_recipe(package: EnvironmentPackage) -> ImageRecipe:
         parent=sdk_layer_name(package.python),
         python=package.python,
         discover=discovery_command(package.table.module),
+        environment=dict(parts.environment),
     )
 
 

@@ -4,7 +4,9 @@ Python per package."""
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -324,3 +326,42 @@ def test_env_test_takes_the_entries_of_an_evopolicygym_image_from_its_label():
     label = '[{"id":"highway-parking","entry":"highway_benchmarks:HighwayBenchmark?profile=parking","class":"HighwayBenchmark","profile":"parking"}]'
     assert held_benchmarks({BENCHMARKS: label}, {}, {}) == {"highway-parking": "highway_benchmarks:HighwayBenchmark?profile=parking"}
     assert held_benchmarks({BENCHMARKS: "CartPole-v1"}, {}, {"CartPole-v1": "m:f"}) == {"CartPole-v1": "m:f"}
+
+
+def test_a_family_that_renders_with_mujoco_gets_egl_in_its_image_environment_and_tag(tmp_path):
+    robotics = load_package(evopolicygym_package(tmp_path / "r", "gymnasium-robotics", "robotics_benchmarks",
+                                                 '"gymnasium-robotics==1.4.2", "mujoco>=3.10.0,<3.11"'))
+    recipe = environment_recipe(robotics)
+    assert recipe.environment == {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}
+    assert recipe.debian == tuple(sorted(MESA_EGL))
+    assert environment_recipe(load_package(evopolicygym_package(tmp_path / "c"))).environment == {}
+    assert replace(recipe, environment={}).inputs_hash("base") != recipe.inputs_hash("base")
+
+
+def test_the_debian_packages_of_a_python_313_image_come_from_trixies_lists_in_the_cache(tmp_path, monkeypatch):
+    from orchestrator.images import debian
+    from orchestrator.images.builder import ImageBuilder
+    from orchestrator.images.debian import DebianPackage, HostApt, SuiteApt, download
+
+    builder = ImageBuilder(client=None, cache_dir=tmp_path / "cache")  # type: ignore[arg-type]  # no engine is asked
+    apt = builder._apt_of("3.13")
+    assert isinstance(apt, SuiteApt) and isinstance(builder._apt_of("3.11"), HostApt) and not isinstance(builder._apt_of("3.11"), SuiteApt)
+    options = " ".join(apt.options)
+    root = tmp_path / "cache" / "apt" / "trixie"
+    assert f"Dir::Etc::SourceList={root / 'sources.list'}" in options and f"Dir::State::status={root / 'status'}" in options
+    calls = []
+
+    def run(arguments, **kwargs):
+        calls.append(arguments)
+        if "update" in arguments:
+            (root / "state" / "lists" / "deb.debian.org_debian_dists_trixie_main_binary-amd64_Packages").write_text("")
+        if "download" in arguments:
+            (Path(kwargs["cwd"]) / "libegl1_1.7.0-1_amd64.deb").write_bytes(b"deb")
+        return subprocess.CompletedProcess(arguments, 0, "", "")
+
+    monkeypatch.setattr(debian.subprocess, "run", run)
+    assert apt.fingerprint().startswith("deb.debian.org_debian_dists_trixie")
+    assert (root / "sources.list").read_text() == "deb http://deb.debian.org/debian trixie main\n"
+    download((DebianPackage(name="libegl1", version="1.7.0-1", architecture="amd64"),), tmp_path / "debs", tmp_path / "out", apt.options)
+    assert calls[0][1:] == [*apt.options, "update", "-q"] and calls[-1][1:-2] == [*apt.options, "download"]
+    assert (tmp_path / "out" / "libegl1_1.7.0-1_amd64.deb").is_file()
