@@ -323,7 +323,10 @@ def resolve_benchmark(name: str, packages: list[EnvironmentPackage]) -> tuple[En
         return matches[0]
     known = sorted(b for p in packages for b in p.table.benchmarks)
     if not matches:
-        raise CatalogueError(f"unknown benchmark {name!r}; known: {', '.join(known) or 'none'}")
+        unbuilt = sorted(p.image for p in packages if p.evopolicygym is not None and not p.table.benchmarks)
+        hint = (f"; the Benchmarks of {len(unbuilt)} EvoPolicyGym package(s) are known once their images are built "
+                f"(epg-orchestrate images build {' '.join(unbuilt[:5])}{' ...' if len(unbuilt) > 5 else ''})") if unbuilt else ""
+        raise CatalogueError(f"unknown benchmark {name!r}; known: {', '.join(known) or 'none'}{hint}")
     raise CatalogueError(f"benchmark name {name!r} is ambiguous: {', '.join(m[1] for m in matches)}")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from programs import STEADY
+from support.cli import invoke_cli
 
 from epg_sdk.codes import EpisodeStatus
 from orchestrator.backends.container_spec import ContainerSpec
@@ -153,8 +154,9 @@ def _stand_in_discovery(module: str) -> tuple[str, ...]:
 
 
 @pytest.fixture(scope="module")
-def py313(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ImageBuilder, dict[str, str]]]:
-    """Build (or find) the Python 3.13 images once: name -> tag. Prints each image's build time."""
+def py313(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ImageBuilder, dict[str, str], Path]]:
+    """Build (or find) the Python 3.13 images once: (their builder, name -> tag, the root of their packages). Prints each
+    image's build time."""
     root = tmp_path_factory.mktemp("py313")
     packages = root / "packages"
     _cartpole_on_313(packages / "cartpole")
@@ -170,7 +172,7 @@ def py313(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Ite
         for result in results:
             print(f"{result.name}: {'built' if result.built else 'up to date'} in {result.seconds:.1f} s")
         print(f"the Python 3.13 images: {time.monotonic() - started:.1f} s")
-        yield builder, {result.name: result.tag for result in results}
+        yield builder, {result.name: result.tag for result in results}, packages
 
 
 def _python_in(engine: DockerEngine, image: str, scope: str, code: str) -> str:
@@ -186,7 +188,7 @@ def _python_in(engine: DockerEngine, image: str, scope: str, code: str) -> str:
 
 
 def test_the_py313_images_run_trixies_python_313(engine, scope, py313):
-    _builder, tags = py313
+    _builder, tags, _packages = py313
     for name in ("policy-runtime-py313", "env-sdk-py313", "env-cartpole-py313", "env-epg-tiny-counter"):
         assert _python_in(engine, tags[name], scope, "import sys; print(sys.version_info[:2])") == "(3, 13)", name
     assert _python_in(engine, tags["policy-runtime-py313"], scope, "import evopolicygym.policy; print('ok')") == "ok"
@@ -194,7 +196,7 @@ def test_the_py313_images_run_trixies_python_313(engine, scope, py313):
 
 
 def test_our_cartpole_built_on_python_313_balances_the_pole_through_the_sandbox(engine, scope, py313, write_program):
-    builder, tags = py313
+    builder, tags, _packages = py313
     package, benchmark_id, entry = resolve_benchmark("CartPole-v1", builder.packages())
     assert (package.image, package.python, policy_image_of(package)) == ("env-cartpole-py313", "3.13", "policy-runtime-py313")
     images = SandboxImages(environment=tags["env-cartpole-py313"], policy_runtime=tags["policy-runtime-py313"], benchmark_entry=entry)
@@ -205,7 +207,7 @@ def test_our_cartpole_built_on_python_313_balances_the_pole_through_the_sandbox(
 
 
 def test_an_evopolicygym_package_image_labels_the_benchmarks_discovered_inside_it(engine, py313):
-    builder, tags = py313
+    builder, tags, packages = py313
     _image_id, labels = engine.image_labels(tags["env-epg-tiny-counter"]) or ("", {})
     assert label_benchmarks(labels.get(BENCHMARKS, "")) == {TINY_ID: TINY_ENTRY}
     assert json.loads(labels[BENCHMARKS])[0]["class"] == "TinyCounterBenchmark"
@@ -213,3 +215,8 @@ def test_an_evopolicygym_package_image_labels_the_benchmarks_discovered_inside_i
     package, benchmark_id, entry = resolve_benchmark("tinycounter", builder.packages())
     assert (benchmark_id, entry, package.python, policy_image_of(package)) == (TINY_ID, TINY_ENTRY, "3.13", "policy-runtime-py313")
     assert (package.root / package.table.baseline / "policy.py").is_file()
+    listed = invoke_cli("benchmarks", "--json", "--environments", str(packages))
+    assert listed.exit_code == 0, listed.stderr
+    rows = {row["id"]: row for row in listed.json()["benchmarks"]}
+    assert (rows[TINY_ID]["entry"], rows[TINY_ID]["image"], rows[TINY_ID]["python"]) == (TINY_ENTRY, "env-epg-tiny-counter", "3.13")
+    assert listed.json()["not_built"] == []

@@ -219,7 +219,7 @@ def test_a_real_checkout_of_evopolicygym_holds_63_packages():
 
 def test_a_benchmark_of_an_evopolicygym_package_resolves_once_its_image_label_names_it(tmp_path):
     package = load_package(evopolicygym_package(tmp_path / "highway", "highway-env", "highway_benchmarks"))
-    with pytest.raises(CatalogueError, match="unknown benchmark"):
+    with pytest.raises(CatalogueError, match="unknown benchmark.*images build env-epg-highway-env"):
         resolve_benchmark("highway-parking", [package])
     label = discovered_label(parse_discovered(
         'noise\n[{"id": "highway-parking", "entry": "highway_benchmarks:HighwayBenchmark?profile=parking", '
