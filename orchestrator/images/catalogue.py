@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -146,7 +146,7 @@ class CatalogueError(Exception):
     """An environment package is malformed, or a benchmark name is unknown or ambiguous."""
 
 
-def _read_pyproject(pyproject: Path) -> dict[str, object]:
+def _read_pyproject(pyproject: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(pyproject.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -95,7 +95,8 @@ def locked_requirements(text: str, distribution: str, *, skip: Iterable[str] = (
             target = requirement_name(str(dependency.get("name", "")))
             if target in skipped or not _applies(_marker(dependency), extras):
                 continue
-            wanted = frozenset(str(e) for e in dependency.get("extra", []) or [])
+            asked = dependency.get("extra")
+            wanted: frozenset[str] = frozenset(str(e) for e in asked) if isinstance(asked, list) else frozenset()
             reached.add(target)
             pending.append((target, wanted))
     pins, local = [], []

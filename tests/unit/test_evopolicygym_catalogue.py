@@ -365,3 +365,11 @@ def test_the_debian_packages_of_a_python_313_image_come_from_trixies_lists_in_th
     download((DebianPackage(name="libegl1", version="1.7.0-1", architecture="amd64"),), tmp_path / "debs", tmp_path / "out", apt.options)
     assert calls[0][1:] == [*apt.options, "update", "-q"] and calls[-1][1:-2] == [*apt.options, "download"]
     assert (tmp_path / "out" / "libegl1_1.7.0-1_amd64.deb").is_file()
+
+
+def test_a_base_option_naming_a_python_without_images_is_refused_before_anything_starts():
+    from tests.support.cli import invoke_cli
+
+    result = invoke_cli("images", "list", "--base", "3.12=my/base")
+    assert result.exit_code == 2
+    assert "no base image for Python 3.12" in " ".join(result.stderr.replace("│", " ").split())
