@@ -497,13 +497,14 @@ class ImageBuilder:
                 self._progress(f"downloaded Debian packages: {' '.join(fetched)}")
 
     def _build_wheel(self, root: Path, dest: Path) -> None:
-        """Build the wheel of the source distribution at root into dest with the host's pip (no index, no deps)."""
+        """Build the wheel of the source distribution at root into dest with the host's pip (no index, no deps; the
+        host's Python need not be the image's, so a Requires-Python of 3.12 or newer is no reason to refuse)."""
         with tempfile.TemporaryDirectory(prefix="epg-wheel-") as scratch:
             source = Path(scratch) / root.name  # a copy, so the build leaves nothing in the repository
             shutil.copytree(root, source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build", "dist", "*.egg-info"))
             built = subprocess.run(
                 [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                 "--no-build-isolation", "--wheel-dir", str(dest), str(source)],
+                 "--no-build-isolation", "--ignore-requires-python", "--wheel-dir", str(dest), str(source)],
                 capture_output=True, text=True,
             )
         if built.returncode != 0:

@@ -100,7 +100,7 @@ class EvoPolicyGymParts(BaseModel):
     # Its dependencies but evopolicygym: exact pins from its uv.lock (locked), else its pyproject.toml's ranges.
     requirements: tuple[str, ...] = ()
     locked: bool = False
-    local: tuple[str, ...] = ()  # locked dependencies from a path (a vendored distribution): not installed yet
+    local: tuple[str, ...] = ()  # locked dependencies from a directory of the package (vendored): their paths, built into wheels
     dependency_names: tuple[str, ...] = ()  # its direct dependencies' names, extras kept ("gymnasium[mujoco]")
     programs: tuple[str, ...] = ()  # the Program directories below module_dir/programs/ ("baseline", ...)
     environment: dict[str, str] = Field(default_factory=dict)  # variables set in its image (MUJOCO_GL=egl for Mesa's EGL)
@@ -384,6 +384,9 @@ def evopolicygym_package(root: Path, data: dict[str, object]) -> EnvironmentPack
             locked_requirements(lock.read_text(), distribution, skip=(KERNEL_DISTRIBUTION,)) if lock.is_file() else None)
     except (OSError, UvLockError) as exc:
         raise CatalogueError(f"{lock}: {exc}") from exc
+    for where in locked.local if locked else ():
+        if not (root / where).resolve().is_relative_to(root.resolve()) or not (root / where / "pyproject.toml").is_file():
+            raise CatalogueError(f"{lock}: a dependency is locked from {where}, which is no distribution inside the package")
     programs_dir = root / "src" / module / "programs"
     programs = tuple(sorted(d.name for d in programs_dir.iterdir() if d.is_dir() and (d / "policy.py").is_file())) if programs_dir.is_dir() else ()
     image = EVOPOLICYGYM_IMAGE_PREFIX + re.sub(r"[^a-z0-9]+", "-", _EVOPOLICYGYM_NAME_PREFIX.sub("", distribution.lower())).strip("-")

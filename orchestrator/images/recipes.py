@@ -418,6 +418,7 @@ def _evopolicygym_recipe(package: EnvironmentPackage) -> ImageRecipe:
         python=package.python,
         discover=discovery_command(package.table.module),
         environment=dict(parts.environment),
+        distributions=tuple(package.root / where for where in parts.local),  # vendored: wheels built on the host
     )
 
 

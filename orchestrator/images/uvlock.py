@@ -37,7 +37,9 @@ class UvLockError(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockedRequirements:
     pins: tuple[str, ...]  # `name==version`, sorted by name (no extras: what an extra adds is in the closure, pinned)
-    local: tuple[str, ...]  # names locked from a path or directory (not on an index): not pinnable, left out of pins
+    # Distributions locked from a directory or path beside the lock (a vendored one): no index holds that version, so
+    # they are left out of pins; each as its path, relative to the lock's directory.
+    local: tuple[str, ...]
 
 
 def requirement_name(requirement: str) -> str:
@@ -104,7 +106,10 @@ def locked_requirements(text: str, distribution: str, *, skip: Iterable[str] = (
         package = packages[name]
         source = package.get("source")
         if isinstance(source, dict) and not ({"registry", "url"} & set(source)):
-            local.append(name)  # path, directory, editable, virtual or git: no index holds that version
+            where = source.get("directory") or source.get("path")
+            if not where:
+                raise UvLockError(f"locks {name!r} from {source!r}: neither an index nor a directory beside the lock")
+            local.append(str(where))
             continue
         pins.append(f"{name}=={package['version']}")
     return LockedRequirements(pins=tuple(pins), local=tuple(local))

@@ -373,3 +373,24 @@ def test_a_base_option_naming_a_python_without_images_is_refused_before_anything
     result = invoke_cli("images", "list", "--base", "3.12=my/base")
     assert result.exit_code == 2
     assert "no base image for Python 3.12" in " ".join(result.stderr.replace("│", " ").split())
+
+
+def test_a_distribution_the_package_vendors_is_built_from_its_directory_and_one_outside_is_refused(tmp_path):
+    lock = CARTPOLE_LOCK.replace('''        {{ name = "gymnasium", extra = ["mujoco"] }},'''.replace("{{", "{").replace("}}", "}"),
+                                 '''        { name = "gymnasium", extra = ["mujoco"] },
+        { name = "jackdaw" },''') + '''
+    [[package]]
+    name = "jackdaw"
+    version = "0.1.0"
+    source = { directory = "vendor/jackdaw" }
+    dependencies = [{ name = "numpy" }]
+    '''
+    root = evopolicygym_package(tmp_path / "balatro", "cartpole", "balatro", lock=lock)
+    _write(root / "vendor" / "jackdaw" / "pyproject.toml", '[project]\nname = "jackdaw"\nversion = "0.1.0"\n')
+    package = load_package(root)
+    assert package.evopolicygym is not None and package.evopolicygym.local == ("vendor/jackdaw",)
+    assert "jackdaw==0.1.0" not in package.evopolicygym.requirements
+    assert environment_recipe(package).distributions == (root / "vendor" / "jackdaw",)
+    (root / "uv.lock").write_text((root / "uv.lock").read_text().replace('directory = "vendor/jackdaw"', 'directory = "../../elsewhere"'))
+    with pytest.raises(CatalogueError, match="no distribution inside the package"):
+        load_package(root)
