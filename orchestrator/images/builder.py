@@ -221,6 +221,14 @@ class ImageBuilder:
         """The deterministic tag of python's bootstrapped base when this builder's base is (or will be) one; else None."""
         return planned_bootstrap_tag(self._client, self._base_choice, python=python)
 
+    def base_tags(self, names: list[str] | None = None) -> list[tuple[str, str]]:
+        """(name, tag) of the bootstrapped bases the named images (default: all) are built on, one per Python they use:
+        ("base", epg/base:bookworm-HASH), ("base-py313", epg/base:trixie-HASH). A base that is not a bootstrapped one (a
+        local or pulled python:3.X-slim, an image) is left out. Raises KeyError for an unknown name."""
+        pythons = {recipe.python for recipe in self._select(names)}
+        found = ((f"base{suffix}", self.base_tag(python)) for python, suffix in PYTHON_SUFFIXES.items() if python in pythons)
+        return [(name, tag) for name, tag in found if tag is not None]
+
     def tag_of(self, recipe: ImageRecipe) -> str:
         """The content tag of recipe: over its inputs and its base (the parent's tag, or the base image id)."""
         return self.resolved(recipe).tag(self._base_input(recipe))

@@ -394,3 +394,21 @@ def test_a_distribution_the_package_vendors_is_built_from_its_directory_and_one_
     (root / "uv.lock").write_text((root / "uv.lock").read_text().replace('directory = "vendor/jackdaw"', 'directory = "../../elsewhere"'))
     with pytest.raises(CatalogueError, match="no distribution inside the package"):
         load_package(root)
+
+
+def test_push_and_pull_carry_the_bootstrapped_base_of_each_python_the_images_use(tmp_path):
+    from docker.errors import ImageNotFound
+
+    from orchestrator.images.builder import ImageBuilder
+
+    class NoImages:  # an engine holding no python:3.X-slim: each Python's base is a bootstrapped one
+        class images:  # noqa: N801  (docker-py's attribute name)
+            @staticmethod
+            def get(reference):
+                raise ImageNotFound(reference)
+
+    builder = ImageBuilder(NoImages(), cache_dir=tmp_path)  # type: ignore[arg-type]
+    assert builder.base_tags(["policy-runtime"]) == [("base", bootstrap_tag())]
+    assert builder.base_tags(["policy-runtime-py313", "env-sdk"]) == [("base", bootstrap_tag()), ("base-py313", bootstrap_tag(python="3.13"))]
+    assert builder.base_tags(["env-sdk-py313"]) == [("base-py313", bootstrap_tag(python="3.13"))]
+    assert ImageBuilder(NoImages(), base="3.13=my/base", cache_dir=tmp_path).base_tags(["env-sdk-py313"]) == []  # type: ignore[arg-type]
