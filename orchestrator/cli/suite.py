@@ -173,7 +173,8 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
             spec, _ = load_spec(directory.spec_file(run))
             package, _, _ = resolve_benchmark(spec.benchmark, builder.packages())
             names |= {package.image, policy_image_of(package), AGENT_IMAGES.get(spec.agent.kind, "agent-base")}
-        builder.ensure(sorted(names))
+        if names:  # (an empty list would ask for every image of the catalogue)
+            builder.ensure(sorted(names))
     except (RecordError, SpecError, CatalogueError) as exc:
         fail(str(exc))
     except InfrastructureError as exc:
