@@ -412,3 +412,54 @@ def test_push_and_pull_carry_the_bootstrapped_base_of_each_python_the_images_use
     assert builder.base_tags(["policy-runtime-py313", "env-sdk"]) == [("base", bootstrap_tag()), ("base-py313", bootstrap_tag(python="3.13"))]
     assert builder.base_tags(["env-sdk-py313"]) == [("base-py313", bootstrap_tag(python="3.13"))]
     assert ImageBuilder(NoImages(), base="3.13=my/base", cache_dir=tmp_path).base_tags(["env-sdk-py313"]) == []  # type: ignore[arg-type]
+
+
+def test_a_sandbox_of_a_python_313_benchmark_opens_with_the_py313_policy_runtime(tmp_path):
+    from types import SimpleNamespace
+
+    from orchestrator.sandbox_opening import benchmark_images
+
+    package = with_discovered(load_package(evopolicygym_package(tmp_path / "cartpole", lock=CARTPOLE_LOCK)),
+                              {"gymnasium/CartPole-v1/mean-return-v1": "cartpole:CartPoleBenchmark"})
+    asked: list[list[str]] = []
+
+    class Builder:
+        def packages(self):
+            return [package]
+
+        def ensure(self, names):
+            asked.append(list(names))
+            return [SimpleNamespace(name=name, tag=f"epg/{name}:t") for name in names]
+
+        def policy_image_for(self, image):
+            return "policy-runtime-py313" if image == "epg/env-epg-cartpole:t" else "policy-runtime"
+
+    images = benchmark_images(Builder(), "gymnasium/cartpole-v1/mean-return")  # type: ignore[arg-type]
+    assert (images.environment, images.policy_runtime, images.benchmark_entry) == (
+        "epg/env-epg-cartpole:t", "epg/policy-runtime-py313:t", "cartpole:CartPoleBenchmark")
+    assert asked == [["policy-runtime-py313", "env-epg-cartpole"]]
+    given = benchmark_images(Builder(), "x", environment_image="epg/env-epg-cartpole:t", benchmark_entry="cartpole:B")  # type: ignore[arg-type]
+    assert given.policy_runtime == "epg/policy-runtime-py313:t"
+
+
+def test_an_image_given_as_it_is_gets_the_policy_runtime_of_its_recipes_python(tmp_path):
+    from types import SimpleNamespace
+
+    from docker.errors import ImageNotFound
+
+    from orchestrator.backends.labels import IMAGE
+    from orchestrator.images.builder import ImageBuilder
+
+    labels = {"epg/env-epg-cartpole:t": {IMAGE: "env-epg-cartpole"}, "epg/env-cartpole:t": {IMAGE: "env-cartpole"}, "other": {}}
+
+    class Images:
+        @staticmethod
+        def get(reference):
+            if reference not in labels:
+                raise ImageNotFound(reference)
+            return SimpleNamespace(labels=labels[reference])
+
+    evopolicygym_package(tmp_path / "envs" / "cartpole", lock=CARTPOLE_LOCK)
+    builder = ImageBuilder(SimpleNamespace(images=Images()), environments=[tmp_path / "envs"], cache_dir=tmp_path / "c")  # type: ignore[arg-type]
+    assert builder.policy_image_for("epg/env-epg-cartpole:t") == "policy-runtime-py313"
+    assert builder.policy_image_for("other") == builder.policy_image_for("missing") == "policy-runtime"
