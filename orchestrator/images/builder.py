@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -471,8 +472,11 @@ class ImageBuilder:
             wheels = directory / "wheels"
             wheels.mkdir()
             (wheels / "requirements.txt").write_text("".join(f"{r}\n" for r in recipe.requirements))
-            if recipe.requirements:
-                self._fetch_wheels(recipe.requirements, wheels, python=recipe.python)
+            binary = tuple(r for r in recipe.requirements if r not in recipe.source_builds)
+            if binary:
+                self._fetch_wheels(binary, wheels, python=recipe.python)
+            for pin in recipe.source_builds:
+                self._build_pure_wheel(pin, wheels)
             if recipe.no_deps_requirements:
                 (wheels / "requirements-nodeps.txt").write_text("\n".join(recipe.no_deps_requirements) + "\n")
                 self._fetch_wheels(recipe.no_deps_requirements, wheels, with_dependencies=False, python=recipe.python)
@@ -517,6 +521,32 @@ class ImageBuilder:
             )
         if built.returncode != 0:
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"pip could not build the wheel of {root}", built.stderr[-4000:])
+
+    def _build_pure_wheel(self, pin: str, dest: Path) -> None:
+        """Copy into dest the wheel the host's pip builds from pin's sdist (kept in the wheelhouse). Raises
+        InfrastructureError(IMAGE_BUILD_FAILED) when pip cannot build it or builds a compiled one: that wheel would
+        be for the host's CPython, and the images have no build toolchain to compile one for theirs."""
+        house = self._cache / "wheelhouse"
+        house.mkdir(parents=True, exist_ok=True)
+        name, _, version = pin.partition("==")
+        stem = f"{re.sub(r'[-_.]+', '_', name)}-{version}-"
+        found = [path for path in house.glob("*.whl") if path.name.lower().startswith(stem.lower()) and path.name.endswith("-none-any.whl")]
+        if not found:
+            self._progress(f"building the wheel of {pin} from its sdist")
+            with tempfile.TemporaryDirectory(prefix="epg-sdist-") as scratch:
+                built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
+                                        "--no-binary", ":all:", "--wheel-dir", scratch, pin], capture_output=True, text=True)
+                wheels = list(Path(scratch).glob("*.whl"))
+                if built.returncode != 0 or len(wheels) != 1:
+                    raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"pip could not build a wheel of {pin} from its sdist",
+                                              built.stderr[-4000:])
+                if not wheels[0].name.endswith("-none-any.whl"):
+                    raise InfrastructureError(
+                        InfraErrorCode.IMAGE_BUILD_FAILED,
+                        f"{pin} has no wheel on the index and compiles ({wheels[0].name}): the images have no build toolchain yet")
+                shutil.copyfile(wheels[0], house / wheels[0].name)
+                found = [house / wheels[0].name]
+        shutil.copyfile(found[0], dest / found[0].name)
 
     def _extract_npm_binary(self, binary: NpmBinary, target: Path) -> None:
         """Copy one executable out of a pinned npm package (or the whole tarball), fetching it with `npm pack` once."""

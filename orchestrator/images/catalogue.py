@@ -104,6 +104,7 @@ class EvoPolicyGymParts(BaseModel):
     dependency_names: tuple[str, ...] = ()  # its direct dependencies' names, extras kept ("gymnasium[mujoco]")
     programs: tuple[str, ...] = ()  # the Program directories below module_dir/programs/ ("baseline", ...)
     environment: dict[str, str] = Field(default_factory=dict)  # variables set in its image (MUJOCO_GL=egl for Mesa's EGL)
+    sdist_only: tuple[str, ...] = ()  # locked pins with no wheel, only an sdist (crafter; robosuite's evdev, which compiles)
 
 
 class EnvironmentPackage(BaseModel):
@@ -398,7 +399,7 @@ def evopolicygym_package(root: Path, data: dict[str, object]) -> EnvironmentPack
         raise CatalogueError(f"{pyproject}: project.name: {exc.errors()[0]['msg']} (image {image})") from exc
     parts = EvoPolicyGymParts(module_dir=f"src/{module}", requirements=locked.pins if locked else dependencies,
                               locked=locked is not None, local=locked.local if locked else (), dependency_names=names, programs=programs,
-                              environment=environment_for(names))
+                              environment=environment_for(names), sdist_only=locked.sdist_only if locked else ())
     return EnvironmentPackage(root=root, table=table, distribution=distribution, version=str(project.get("version", "")),
                               evopolicygym=parts)
 

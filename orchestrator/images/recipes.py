@@ -145,6 +145,9 @@ class ImageRecipe:
     # Environment variables of the image, set (with the discovered label) in a last layer after the Dockerfile's:
     # MUJOCO_GL=egl for an EvoPolicyGym family that renders through Mesa.
     environment: dict[str, str] = field(default_factory=dict)
+    # Pins of requirements with no wheel on the index (only an sdist): the host's pip builds their wheels, which must be
+    # pure Python (a compiled one would be the host's CPython's; the images have no build toolchain).
+    source_builds: tuple[str, ...] = ()
 
     def inputs_hash(self, base: str) -> str:
         """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements,
@@ -419,6 +422,7 @@ def _evopolicygym_recipe(package: EnvironmentPackage) -> ImageRecipe:
         discover=discovery_command(package.table.module),
         environment=dict(parts.environment),
         distributions=tuple(package.root / where for where in parts.local),  # vendored: wheels built on the host
+        source_builds=tuple(pin for pin in parts.sdist_only if pin in requirements),
     )
 
 

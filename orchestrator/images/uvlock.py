@@ -40,6 +40,7 @@ class LockedRequirements:
     # Distributions locked from a directory or path beside the lock (a vendored one): no index holds that version, so
     # they are left out of pins; each as its path, relative to the lock's directory.
     local: tuple[str, ...]
+    sdist_only: tuple[str, ...] = ()  # pins the lock knows no wheel of (only an sdist): they need a compiler to install
 
 
 def requirement_name(requirement: str) -> str:
@@ -101,7 +102,7 @@ def locked_requirements(text: str, distribution: str, *, skip: Iterable[str] = (
             wanted: frozenset[str] = frozenset(str(e) for e in asked) if isinstance(asked, list) else frozenset()
             reached.add(target)
             pending.append((target, wanted))
-    pins, local = [], []
+    pins, local, sdist_only = [], [], []
     for name in sorted(reached - {root}):
         package = packages[name]
         source = package.get("source")
@@ -112,7 +113,9 @@ def locked_requirements(text: str, distribution: str, *, skip: Iterable[str] = (
             local.append(str(where))
             continue
         pins.append(f"{name}=={package['version']}")
-    return LockedRequirements(pins=tuple(pins), local=tuple(local))
+        if "sdist" in package and not package.get("wheels"):
+            sdist_only.append(pins[-1])
+    return LockedRequirements(pins=tuple(pins), local=tuple(local), sdist_only=tuple(sdist_only))
 
 
 def _edges(value: object) -> Iterable[dict[str, object]]:

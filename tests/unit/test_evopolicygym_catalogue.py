@@ -463,3 +463,22 @@ def test_an_image_given_as_it_is_gets_the_policy_runtime_of_its_recipes_python(t
     builder = ImageBuilder(SimpleNamespace(images=Images()), environments=[tmp_path / "envs"], cache_dir=tmp_path / "c")  # type: ignore[arg-type]
     assert builder.policy_image_for("epg/env-epg-cartpole:t") == "policy-runtime-py313"
     assert builder.policy_image_for("other") == builder.policy_image_for("missing") == "policy-runtime"
+
+
+def test_a_pin_its_lock_knows_only_as_an_sdist_is_built_on_the_host_not_downloaded(tmp_path):
+    lock = CARTPOLE_LOCK.replace('''name = "mujoco"
+    version = "3.10.0"
+    source = {{ registry = "https://pypi.org/simple" }}'''.replace("{{", "{").replace("}}", "}"), '''name = "mujoco"
+    version = "3.10.0"
+    source = { registry = "https://pypi.org/simple" }
+    sdist = { url = "https://example.invalid/mujoco-3.10.0.tar.gz" }''')
+    lock = lock.replace('''name = "numpy"
+    version = "2.3.0"
+    source = { registry = "https://pypi.org/simple" }''', '''name = "numpy"
+    version = "2.3.0"
+    source = { registry = "https://pypi.org/simple" }
+    sdist = { url = "https://example.invalid/numpy-2.3.0.tar.gz" }
+    wheels = [{ url = "https://example.invalid/numpy-2.3.0-cp313-cp313-manylinux_2_28_x86_64.whl" }]''')
+    assert locked_requirements(textwrap.dedent(lock), "evopolicygym-benchmark-cartpole", skip=["evopolicygym"]).sdist_only == ("mujoco==3.10.0",)
+    recipe = environment_recipe(load_package(evopolicygym_package(tmp_path / "c", lock=lock)))
+    assert recipe.source_builds == ("mujoco==3.10.0",) and "mujoco==3.10.0" in recipe.requirements
