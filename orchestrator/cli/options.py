@@ -37,7 +37,7 @@ Base = Annotated[
     str,
     typer.Option("--base", callback=_base_choice,
                  help="Base image: auto (local or pulled python:3.11-slim, or python:3.13-slim for the Python 3.13 images, else a "
-                      "Debian bookworm or trixie bootstrap), debootstrap, an image (the Python 3.11 base), or 3.11=CHOICE,3.13=CHOICE."),
+                      "Debian bookworm or trixie bootstrap), debootstrap, an image (the Python 3.11 base alone), or 3.11=CHOICE,3.13=CHOICE."),
 ]
 Scope = Annotated[
     str,

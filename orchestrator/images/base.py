@@ -83,7 +83,8 @@ def choice_for(choice: str, python: str) -> str:
 
     choice is "auto", "debootstrap", an image reference, or comma-separated `PYTHON=CHOICE` items (e.g.
     `3.11=my/py311,3.13=debootstrap`) with an optional leading plain item for 3.11. A plain image reference is
-    the 3.11 base: the 3.13 images then take "auto". Raises ValueError for an item naming an unknown Python.
+    the 3.11 base only: the 3.13 images then have none ("") unless an item names one, rather than a base nobody
+    asked for. Raises ValueError for an item naming an unknown Python.
     """
     chosen = {python_: "auto" for python_ in PYTHONS}
     for number, item in enumerate(part.strip() for part in choice.split(",")):
@@ -95,6 +96,7 @@ def choice_for(choice: str, python: str) -> str:
         elif number == 0 and item in ("auto", "debootstrap"):
             chosen = dict.fromkeys(PYTHONS, item)
         elif number == 0:
+            chosen = dict.fromkeys(PYTHONS, "")
             chosen[DEFAULT_PYTHON] = item
         else:
             raise ValueError(f"--base {choice}: {item!r} is not PYTHON=CHOICE")
@@ -139,7 +141,10 @@ def ensure_base(client: docker.DockerClient, choice: str, progress: Progress, mi
     Raises InfrastructureError(IMAGE_BUILD_FAILED), ValueError for a choice naming an unknown Python.
     """
     kind = kind_of(python)
+    given = choice
     choice = choice_for(choice, python)
+    if not choice:
+        return _fail(f"--base {given} names no base for the Python {python} images: add {python}=IMAGE (or {python}=auto)")
     if choice not in ("auto", "debootstrap"):
         return _local_or_pulled(client, choice, progress) or _fail(f"base image {choice} is neither local nor pullable")
     tag = bootstrap_tag(mirror, python)
@@ -157,6 +162,8 @@ def ensure_base(client: docker.DockerClient, choice: str, progress: Progress, mi
 def local_base(client: docker.DockerClient, choice: str, mirror: str = DEFAULT_MIRROR, python: str = DEFAULT_PYTHON) -> str | None:
     """The id of the base image ensure_base would return, when the engine holds it already; else None (nothing is made)."""
     choice = choice_for(choice, python)
+    if not choice:
+        return None
     if choice not in ("auto", "debootstrap"):
         return _local(client, choice)
     tag = bootstrap_tag(mirror, python)

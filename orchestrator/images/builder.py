@@ -24,7 +24,7 @@ from docker.errors import APIError, ImageNotFound
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import BENCHMARKS, CHECKOUT, CLI, IMAGE, INPUTS, MANAGED, PACKAGE, sandbox_labels
-from orchestrator.images.base import ensure_base, kind_of, local_base, planned_bootstrap_tag
+from orchestrator.images.base import choice_for, ensure_base, kind_of, local_base, planned_bootstrap_tag
 from orchestrator.images.catalogue import (
     REPO_ROOT,
     CatalogueError,
@@ -295,9 +295,11 @@ class ImageBuilder:
         return statuses
 
     def _select(self, names: list[str] | None) -> list[ImageRecipe]:
+        """The named recipes; without names every recipe whose Python the base choice gives a base (`--base IMAGE`
+        names the 3.11 base alone: the images of Python 3.13 are then left out rather than refused)."""
         recipes = self.recipes()
         if not names:
-            return list(recipes.values())
+            return [recipe for recipe in recipes.values() if choice_for(self._base_choice, recipe.python)]
         unknown = [n for n in names if n not in recipes]
         if unknown:
             raise KeyError(f"unknown image {', '.join(unknown)}; known: {', '.join(recipes)}")

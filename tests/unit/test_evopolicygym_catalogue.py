@@ -28,6 +28,7 @@ from orchestrator.images.catalogue import (
 from orchestrator.images.pins import sdk_layer_versions
 from orchestrator.images.recipes import environment_recipe, policy_image_of, policy_runtime_recipe, sdk_layer_recipe
 from orchestrator.images.uvlock import UvLockError, locked_requirements
+from orchestrator.kernel.infrastructure import InfrastructureError
 
 NUMPY = sdk_layer_versions()["numpy"]
 
@@ -290,7 +291,7 @@ def test_the_py313_layer_and_policy_runtime_carry_the_compat_package_and_keep_th
 def test_the_base_of_each_python_is_chosen_from_one_base_option():
     assert choice_for("auto", "3.11") == choice_for("auto", "3.13") == "auto"
     assert choice_for("debootstrap", "3.13") == "debootstrap"
-    assert (choice_for("my/py311", "3.11"), choice_for("my/py311", "3.13")) == ("my/py311", "auto")
+    assert (choice_for("my/py311", "3.11"), choice_for("my/py311", "3.13")) == ("my/py311", "")  # none asked for
     assert (choice_for("my/py311,3.13=my/py313", "3.11"), choice_for("my/py311,3.13=my/py313", "3.13")) == ("my/py311", "my/py313")
     assert choice_for("3.13=debootstrap", "3.11") == "auto"
     with pytest.raises(ValueError, match="3.12"):
@@ -412,6 +413,12 @@ def test_push_and_pull_carry_the_bootstrapped_base_of_each_python_the_images_use
     assert builder.base_tags(["policy-runtime-py313", "env-sdk"]) == [("base", bootstrap_tag()), ("base-py313", bootstrap_tag(python="3.13"))]
     assert builder.base_tags(["env-sdk-py313"]) == [("base-py313", bootstrap_tag(python="3.13"))]
     assert ImageBuilder(NoImages(), base="3.13=my/base", cache_dir=tmp_path).base_tags(["env-sdk-py313"]) == []  # type: ignore[arg-type]
+    assert ImageBuilder(NoImages(), base="my/base", cache_dir=tmp_path).base_tags(["env-sdk-py313"]) == []  # type: ignore[arg-type]
+    everything = {r.name for r in ImageBuilder(NoImages(), cache_dir=tmp_path)._select(None)}  # type: ignore[arg-type]
+    on_my_base = {r.name for r in ImageBuilder(NoImages(), base="my/base", cache_dir=tmp_path)._select(None)}  # type: ignore[arg-type]
+    assert {"policy-runtime-py313", "env-sdk-py313"} <= everything and everything - on_my_base == {"policy-runtime-py313", "env-sdk-py313"}
+    with pytest.raises(InfrastructureError, match=r"names no base for the Python 3.13 images: add 3.13=IMAGE"):
+        ImageBuilder(NoImages(), base="my/base", cache_dir=tmp_path).base_id("3.13")  # type: ignore[arg-type]
 
 
 def test_a_sandbox_of_a_python_313_benchmark_opens_with_the_py313_policy_runtime(tmp_path):
