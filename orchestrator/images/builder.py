@@ -209,7 +209,8 @@ class ImageBuilder:
                     raise CatalogueError(f"{package.root / 'pyproject.toml'}: tool.epg.image: {package.image} is the name of a built-in image")
                 recipes[package.image] = environment_recipe(package)
                 self._package_ids[package.image] = path_id(package.root)
-            self._recipes = recipes
+            # The default Python's images first: a build of every image that fails on another Python's has built them.
+            self._recipes = dict(sorted(recipes.items(), key=lambda item: item[1].python != DEFAULT_PYTHON))
         return self._recipes
 
     def base_id(self, python: str = DEFAULT_PYTHON) -> str:
@@ -513,6 +514,9 @@ class ImageBuilder:
     def _build_wheel(self, root: Path, dest: Path) -> None:
         """Build the wheel of the source distribution at root into dest with the host's pip (no index, no deps; the
         host's Python need not be the image's, so a Requires-Python of 3.12 or newer is no reason to refuse)."""
+        if not (root / "pyproject.toml").is_file():
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"{root} holds no pyproject.toml: the distribution the image "
+                                      "installs from it is missing from this checkout")
         with tempfile.TemporaryDirectory(prefix="epg-wheel-") as scratch:
             source = Path(scratch) / root.name  # a copy, so the build leaves nothing in the repository
             shutil.copytree(root, source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build", "dist", "*.egg-info"))

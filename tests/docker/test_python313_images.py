@@ -193,6 +193,8 @@ def test_the_py313_images_run_trixies_python_313(engine, scope, py313):
         assert _python_in(engine, tags[name], scope, "import sys; print(sys.version_info[:2])") == "(3, 13)", name
     assert _python_in(engine, tags["policy-runtime-py313"], scope, "import evopolicygym.policy; print('ok')") == "ok"
     assert "grpc" in _python_in(engine, tags["env-sdk-py313"], scope, "import grpc, evopolicygym.authoring; print(grpc.__name__)")
+    # the package's `type Count = int` statement runs: a SyntaxError on the Python 3.11 images
+    assert _python_in(engine, tags["env-epg-tiny-counter"], scope, "import tiny_counter; print(tiny_counter.Count.__value__.__name__)") == "int"
 
 
 def test_our_cartpole_built_on_python_313_balances_the_pole_through_the_sandbox(engine, scope, py313, write_program):

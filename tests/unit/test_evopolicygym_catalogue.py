@@ -489,3 +489,18 @@ def test_a_pin_its_lock_knows_only_as_an_sdist_is_built_on_the_host_not_download
     assert locked_requirements(textwrap.dedent(lock), "evopolicygym-benchmark-cartpole", skip=["evopolicygym"]).sdist_only == ("mujoco==3.10.0",)
     recipe = environment_recipe(load_package(evopolicygym_package(tmp_path / "c", lock=lock)))
     assert recipe.source_builds == ("mujoco==3.10.0",) and "mujoco==3.10.0" in recipe.requirements
+
+
+def test_every_image_of_the_default_python_comes_before_the_python_313_ones_and_a_missing_compat_is_named(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from orchestrator.images import recipes
+    from orchestrator.images.builder import ImageBuilder
+
+    evopolicygym_package(tmp_path / "envs" / "cartpole", lock=CARTPOLE_LOCK)
+    builder = ImageBuilder(SimpleNamespace(), environments=[tmp_path / "envs"], cache_dir=tmp_path / "c")  # type: ignore[arg-type]
+    pythons = [recipe.python for recipe in builder.recipes().values()]
+    assert pythons == sorted(pythons) and "3.13" in pythons and list(builder.recipes())[-1] != "policy-runtime"
+    monkeypatch.setattr(recipes, "COMPAT_DISTRIBUTION", tmp_path / "no-compat")
+    with pytest.raises(InfrastructureError, match="no-compat holds no pyproject.toml"):
+        builder._build_wheel(recipes.policy_runtime_recipe("3.13").distributions[0], tmp_path)
