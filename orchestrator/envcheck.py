@@ -22,7 +22,15 @@ from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import BASELINE, BENCHMARKS, sandbox_labels
 from orchestrator.backends.settings import SandboxTuning
 from orchestrator.images.builder import ImageBuilder
-from orchestrator.images.catalogue import CatalogueError, EnvironmentPackage, is_package_dir, load_package, resolve_benchmark
+from orchestrator.images.catalogue import (
+    CatalogueError,
+    EnvironmentPackage,
+    is_package_dir,
+    label_benchmarks,
+    load_package,
+    resolve_benchmark,
+    with_discovered,
+)
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import Program, ProgramError, capture_program
@@ -166,12 +174,15 @@ def _build(builder: ImageBuilder, package: EnvironmentPackage) -> str:
 def _from_directory(engine: DockerEngine, builder: ImageBuilder, directory: Path) -> _Target:
     try:
         if not is_package_dir(directory):
-            raise EnvCheckError(f"{directory}: no pyproject.toml with a [tool.epg] table (not an environment package)")
+            raise EnvCheckError(f"{directory}: no pyproject.toml with a [tool.epg] table or a dependency on evopolicygym "
+                                "(not an environment package)")
         package = load_package(directory.resolve())
     except CatalogueError as exc:
         raise EnvCheckError(str(exc)) from exc
     image = _build(builder, package)
     image_id, labels = engine.image_labels(image) or ("", {})
+    if package.evopolicygym is not None:  # its Benchmarks: those discovered in its image, as the image's label names them
+        package = with_discovered(package, label_benchmarks(labels.get(BENCHMARKS, "")))
     held = {benchmark_id: _Held(entry=entry, package=package) for benchmark_id, entry in package.table.benchmarks.items()}
     return _Target(image=image, image_id=image_id, labels=labels, benchmarks=held)
 
@@ -252,11 +263,13 @@ def held_benchmarks(labels: dict[str, str], installed: dict[str, str], known: di
     """Benchmark id -> factory entry ("" when none is known) of every Benchmark an image holds.
 
     Those its benchmarks label (`labels.BENCHMARKS`) names (an image built FROM one of ours inherits it), then those installed
-    in it (`installed_benchmarks`). What the image registers itself wins; known (a catalogue or the
+    in it (`installed_benchmarks`). What the image registers itself wins, then the entry the label gives (an EvoPolicyGym
+    package's image labels the JSON list of the Benchmarks discovered in it); known (a catalogue or the
     package under test) fills in the entries of packages copied into the image rather than installed.
     """
-    named = [benchmark_id for benchmark_id in labels.get(BENCHMARKS, "").split(",") if benchmark_id]
-    return {benchmark_id: installed.get(benchmark_id) or known.get(benchmark_id, "") for benchmark_id in dict.fromkeys([*named, *installed])}
+    named = label_benchmarks(labels.get(BENCHMARKS, ""))  # ids, with their entries for an EvoPolicyGym package's image
+    return {benchmark_id: installed.get(benchmark_id) or named.get(benchmark_id) or known.get(benchmark_id, "")
+            for benchmark_id in dict.fromkeys([*named, *installed])}
 
 
 def _engine_runner(engine: DockerEngine, scope: str) -> RunInImage:

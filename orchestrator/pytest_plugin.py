@@ -161,7 +161,7 @@ class _Session:
     reports: dict[str, ImageReport] = field(default_factory=dict)
     baselines: dict[tuple[str, Path, str], EvaluationFeedback] = field(default_factory=dict)
     benchmarks: dict[str, dict[str, str]] = field(default_factory=dict)
-    policy_runtime: str | None = None
+    policy_runtimes: dict[str, str] = field(default_factory=dict)  # image name (of the package's Python) -> tag
 
 
 @pytest.fixture(scope="session")
@@ -356,9 +356,12 @@ def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: s
         except ProgramError as exc:
             pytest.fail(f"baseline Program {package.baseline_dir}: {exc.message}", pytrace=False)
         episodes = int(_option(request.config, "epg_episodes") or 3)
-        if state.policy_runtime is None:
-            (state.policy_runtime,) = _ensure(state, ["policy-runtime"], [package.root])
-        images = SandboxImages(environment=image, policy_runtime=state.policy_runtime, benchmark_entry=entry)
+        from orchestrator.images.recipes import policy_image_of
+
+        policy_image = policy_image_of(package)  # policy-runtime, or policy-runtime-py313 for a Python 3.13 package
+        if policy_image not in state.policy_runtimes:
+            (state.policy_runtimes[policy_image],) = _ensure(state, [policy_image], [package.root])
+        images = SandboxImages(environment=image, policy_runtime=state.policy_runtimes[policy_image], benchmark_entry=entry)
         try:
             setup = SandboxSetup(labels=state.labels, tuning=SandboxTuning(episodes=episodes))
             with open_sandbox(state.engine, images, setup) as sandbox:

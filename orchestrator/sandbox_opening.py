@@ -19,6 +19,7 @@ from orchestrator.backends.sandbox import DockerSandbox
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
+from orchestrator.images.recipes import policy_image_of
 from orchestrator.kernel.ports import PooledSandbox
 from orchestrator.orphans import reap_cluster_orphans, reap_orphans
 from orchestrator.records import provenance
@@ -121,16 +122,18 @@ class SandboxOptions:
 
 def benchmark_images(builder: ImageBuilder, benchmark: str, *, environment_image: str = "", benchmark_entry: str = "") -> SandboxImages:
     """Return the images a sandbox of benchmark runs, built if needed: the catalogue's environment image, or
-    environment_image as it is (benchmark_entry inside it), and the policy runtime.
+    environment_image as it is (benchmark_entry inside it), and the policy runtime of its Python (policy-runtime, or
+    policy-runtime-py313 for a Python 3.13 package such as an EvoPolicyGym one).
 
     Raises InfrastructureError (a build) and CatalogueError (an unknown benchmark).
     """
     if environment_image:
-        (policy_runtime,) = [r.tag for r in builder.ensure(["policy-runtime"])]
+        (policy_runtime,) = [r.tag for r in builder.ensure([builder.policy_image_for(environment_image)])]
         return SandboxImages(environment=environment_image, policy_runtime=policy_runtime, benchmark_entry=benchmark_entry)
     package, _benchmark_id, entry = resolve_benchmark(benchmark, builder.packages())
-    results = {r.name: r.tag for r in builder.ensure(["policy-runtime", package.image])}
-    return SandboxImages(environment=results[package.image], policy_runtime=results["policy-runtime"], benchmark_entry=entry)
+    policy_image = policy_image_of(package)  # the policy runtime of the package's Python
+    results = {r.name: r.tag for r in builder.ensure([policy_image, package.image])}
+    return SandboxImages(environment=results[package.image], policy_runtime=results[policy_image], benchmark_entry=entry)
 
 
 @contextmanager

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json, require_extra
-from orchestrator.cli.options import Backend, Environments, Json, KubeContext, KubeNamespace, environment_roots
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, require_extra
+from orchestrator.cli.options import Backend, Base, Environments, Json, KubeContext, KubeNamespace, environment_roots
 from orchestrator.kernel.infrastructure import InfrastructureError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
+    from orchestrator.images.catalogue import EnvironmentPackage
 
 
 def gc(
@@ -79,24 +82,48 @@ def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) ->
         fail("could not remove: " + "; ".join(report.errors), ExitCode.INFRASTRUCTURE)
 
 
-def benchmarks(environments: Environments = None, as_json: Json = False) -> None:
-    """List the benchmarks of the environment packages."""
+def benchmarks(environments: Environments = None, base: Base = "auto", as_json: Json = False) -> None:
+    """List the benchmarks of the environment packages; an EvoPolicyGym package's once its image is built (its
+    Benchmarks are discovered inside it), `(not built)` before."""
     from orchestrator.images.catalogue import CatalogueError, discover  # with pydantic: loaded by the command, not by --help
 
     json_mode(as_json)
     try:
         packages = discover(environment_roots(environments))
+        if any(package.evopolicygym is not None for package in packages):
+            packages = _with_built_benchmarks(base, environments, packages)
     except CatalogueError as exc:
         fail(str(exc))
     rows: list[dict[str, Any]] = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
-             "package": str(package.root), "distribution": package.distribution, "version": package.version}
+             "package": str(package.root), "distribution": package.distribution, "version": package.version,
+             "python": package.python}
             for package in packages for benchmark_id, entry in package.table.benchmarks.items()]
+    not_built = [{"image": package.image, "package": str(package.root), "distribution": package.distribution,
+                  "version": package.version, "python": package.python}
+                 for package in packages if package.evopolicygym is not None and not package.table.benchmarks]
     if as_json:
-        print_json({"benchmarks": rows})
+        print_json({"benchmarks": rows, "not_built": not_built})
         return
     table = Table()
     for column in ("benchmark", "aliases", "image", "package"):
         table.add_column(column)
     for row in rows:
         table.add_row(row["id"], ", ".join(row["aliases"]), row["image"], row["package"])
+    for package_row in not_built:
+        table.add_row("[yellow](not built)[/]", "", package_row["image"], package_row["package"])
     out.print(table)
+
+
+def _with_built_benchmarks(base: str, environments: list[Path] | None, packages: list[EnvironmentPackage]) -> list[EnvironmentPackage]:
+    """The catalogue's packages, an EvoPolicyGym package's with the Benchmarks its built image's label names (the
+    engine is asked; nothing is built). Without an engine, packages as they are (every EvoPolicyGym one not built), said
+    on stderr."""
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.images.builder import ImageBuilder
+
+    try:
+        client = DockerEngine.connect(timeout_s=10).client
+    except InfrastructureError as exc:
+        err.print(f"[yellow]{exc.message}: the Benchmarks of EvoPolicyGym packages are listed once their images are built[/]")
+        return packages
+    return ImageBuilder(client, base=base, environments=environment_roots(environments)).packages()

@@ -164,10 +164,8 @@ def push(registry: Registry, names: Names = None, base: Base = "auto", environme
     try:
         registries.check_registry(registry)
         builder = _builder(base, environments)
-        wanted = [(status.name, status.tag) for status in builder.status(names or None)]
-        base_tag = builder.base_tag()
-        if base_tag is not None:
-            wanted.insert(0, ("base", base_tag))
+        bases = builder.base_tags(names or None)  # one per Python the images use
+        wanted = bases + [(status.name, status.tag) for status in builder.status(names or None)]
         transfers = registries.push(builder.client, registry, wanted, lambda m: err.print(m, highlight=False))
     except _failures() as exc:
         _fail_from(exc)
@@ -203,9 +201,9 @@ def pull(registry: Registry, names: Names = None, base: Base = "auto", environme
         registries.check_registry(registry)
         builder = _builder(base, environments)
         transfers = []
-        base_tag = builder.base_tag()
-        if base_tag is not None and not builder.has_image(base_tag):  # the tags below depend on the base's id
-            transfers += registries.pull(builder.client, registry, [("base", base_tag)], progress, expected)
+        for base_name, base_tag in builder.base_tags(names or None):  # the tags below depend on their Python's base
+            if not builder.has_image(base_tag):
+                transfers += registries.pull(builder.client, registry, [(base_name, base_tag)], progress, expected)
         wanted = [(status.name, status.tag) for status in builder.status(names or None)]
         transfers += registries.pull(builder.client, registry, wanted, progress, expected)
     except _failures() as exc:

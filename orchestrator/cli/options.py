@@ -19,9 +19,25 @@ Environments = Annotated[
     Optional[list[Path]],
     typer.Option("--environments", help="Extra directory of environment packages (repeatable).", show_default=False),
 ]
+def _base_choice(value: str) -> str:
+    """value, checked as `orchestrator.images.base.choice_for` reads it. Raises typer.BadParameter naming the fault."""
+    if value in ("auto", "debootstrap"):
+        return value
+    from orchestrator.images.base import PYTHONS, choice_for  # with docker-py: loaded only for another value
+
+    try:
+        for python in PYTHONS:
+            choice_for(value, python)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--base") from None
+    return value
+
+
 Base = Annotated[
     str,
-    typer.Option("--base", help="Base image: auto (local or pulled python:3.11-slim, else a Debian bootstrap), debootstrap, or an image."),
+    typer.Option("--base", callback=_base_choice,
+                 help="Base image: auto (local or pulled python:3.11-slim, or python:3.13-slim for the Python 3.13 images, else a "
+                      "Debian bookworm or trixie bootstrap), debootstrap, an image (the Python 3.11 base alone), or 3.11=CHOICE,3.13=CHOICE."),
 ]
 Scope = Annotated[
     str,

@@ -155,6 +155,7 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.images.builder import ImageBuilder
     from orchestrator.images.catalogue import CatalogueError, resolve_benchmark
+    from orchestrator.images.recipes import policy_image_of
     from orchestrator.run.relay_setup import AGENT_IMAGES
     from orchestrator.run.spec import SpecError, load_spec
     from orchestrator.suite.directory import is_done
@@ -165,14 +166,15 @@ def _build_images(directory: SuiteDirectory, base: str, roots: list[Path] | None
             return
         builder = ImageBuilder(DockerEngine.connect().client, base=base, environments=roots,
                                progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False))
-        names = {"policy-runtime"}
+        names: set[str] = set()
         for run in runs:
             if directory.run_problem(run) is not None or safe_read.kind(directory.root, run.spec) != "file":
                 continue  # the runner refuses it, saying why
             spec, _ = load_spec(directory.spec_file(run))
             package, _, _ = resolve_benchmark(spec.benchmark, builder.packages())
-            names |= {package.image, AGENT_IMAGES.get(spec.agent.kind, "agent-base")}
-        builder.ensure(sorted(names))
+            names |= {package.image, policy_image_of(package), AGENT_IMAGES.get(spec.agent.kind, "agent-base")}
+        if names:  # (an empty list would ask for every image of the catalogue)
+            builder.ensure(sorted(names))
     except (RecordError, SpecError, CatalogueError) as exc:
         fail(str(exc))
     except InfrastructureError as exc:

@@ -6,6 +6,11 @@ repository's bundled `environments/` (shipped inside the orchestrator's wheel
 as `orchestrator/bundled_environments` by `setup.py`), and installed
 distributions that register Benchmarks in the entry-point group
 `epg.benchmarks`. A Benchmark id found twice is kept where it was found first.
+
+Two kinds of package are read: ours (a `[tool.epg]` table, Benchmarks registered as entry points) and
+EvoPolicyGym 0.3 packages (a pyproject.toml that depends on `evopolicygym` and has no `[tool.epg]`), whose
+table is synthesised here (evopolicygym_package) and whose Benchmarks are discovered inside their built image
+and read back from its benchmarks label (label_benchmarks).
 """
 
 from __future__ import annotations
@@ -16,14 +21,21 @@ import tomllib
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from orchestrator.images.uvlock import LockedRequirements, UvLockError, locked_requirements, requirement_name
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINT_GROUP = "epg.benchmarks"
+# A checkout of EvoPolicyGym nests environments/FAMILY/GROUP/PACKAGE: four levels below its root.
 MAX_DEPTH = 4
+KERNEL_DISTRIBUTION = "evopolicygym"  # EvoPolicyGym's kernel: what its packages depend on, replaced by our compat/
+EVOPOLICYGYM_IMAGE_PREFIX = "env-epg-"
+_EVOPOLICYGYM_NAME_PREFIX = re.compile(r"^evopolicygym-(benchmark-)?")
+_HATCH_PACKAGE = re.compile(r"^src/([A-Za-z_][A-Za-z0-9_]*)$")
 _SKIPPED_DIRS = frozenset({".venv", "venv", "node_modules", "__pycache__", "build", "dist"})
 _VERSION = re.compile(r"-v\d+$")
 
@@ -57,6 +69,9 @@ class EpgTable(BaseModel):
     # Debian packages the image needs (libosmesa6 for offscreen OpenGL): the host's apt resolves
     # their Depends on top of the base image and downloads them; dpkg installs them in the image.
     debian: tuple[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9+.-]+$")], ...] = ()
+    # The Python of the image: "3.11" (bookworm's, the default) or "3.13" (trixie's); it selects the base, the SDK
+    # layer (env-sdk or env-sdk-py313) and the default policy runtime (policy-runtime or policy-runtime-py313).
+    python: Literal["3.11", "3.13"] = "3.11"
     benchmarks: dict[str, str]
 
     @model_validator(mode="after")
@@ -76,6 +91,22 @@ class EpgTable(BaseModel):
         return tuple(self.aliases) if benchmark_id in self.benchmarks else ()
 
 
+class EvoPolicyGymParts(BaseModel):
+    """What an EvoPolicyGym package's image needs beyond its table: where its module lives and what it requires."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    module_dir: str  # relative to the package root, from [tool.hatch.build.targets.wheel] packages ("src/cartpole")
+    # Its dependencies but evopolicygym: exact pins from its uv.lock (locked), else its pyproject.toml's ranges.
+    requirements: tuple[str, ...] = ()
+    locked: bool = False
+    local: tuple[str, ...] = ()  # locked dependencies from a directory of the package (vendored): their paths, built into wheels
+    dependency_names: tuple[str, ...] = ()  # its direct dependencies' names, extras kept ("gymnasium[mujoco]")
+    programs: tuple[str, ...] = ()  # the Program directories below module_dir/programs/ ("baseline", ...)
+    environment: dict[str, str] = Field(default_factory=dict)  # variables set in its image (MUJOCO_GL=egl for Mesa's EGL)
+    sdist_only: tuple[str, ...] = ()  # locked pins with no wheel, only an sdist (crafter; robosuite's evdev, which compiles)
+
+
 class EnvironmentPackage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -83,10 +114,20 @@ class EnvironmentPackage(BaseModel):
     table: EpgTable
     distribution: str = ""  # the distribution's name and version, as its pyproject.toml or metadata says
     version: str = ""
+    evopolicygym: EvoPolicyGymParts | None = None  # set for an EvoPolicyGym package
 
     @property
     def image(self) -> str:
         return self.table.image
+
+    @property
+    def module_dir(self) -> Path:
+        """The directory of the package's import module: root/MODULE for ours, root/src/MODULE for EvoPolicyGym's."""
+        return self.root / (self.evopolicygym.module_dir if self.evopolicygym else self.table.module)
+
+    @property
+    def python(self) -> str:
+        return self.table.python
 
     @property
     def baseline_dir(self) -> Path:
@@ -106,13 +147,32 @@ class CatalogueError(Exception):
     """An environment package is malformed, or a benchmark name is unknown or ambiguous."""
 
 
-def load_package(root: Path) -> EnvironmentPackage:
-    """Read the package at root. Raises CatalogueError with the file and field at fault."""
-    pyproject = root / "pyproject.toml"
+def _read_pyproject(pyproject: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(pyproject.read_text())
+        return tomllib.loads(pyproject.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise CatalogueError(f"{pyproject}: {exc}") from exc
+
+
+def is_evopolicygym_project(data: dict[str, object]) -> bool:
+    """True for the pyproject.toml data of an EvoPolicyGym package: no [tool.epg], a dependency on evopolicygym, and not
+    the kernel itself (whose name is evopolicygym)."""
+    project = data.get("project")
+    tool = data.get("tool")
+    if not isinstance(project, dict) or (isinstance(tool, dict) and "epg" in tool):
+        return False
+    if requirement_name(str(project.get("name", ""))) == KERNEL_DISTRIBUTION:
+        return False
+    dependencies = project.get("dependencies") or []
+    return isinstance(dependencies, list) and any(requirement_name(str(d)) == KERNEL_DISTRIBUTION for d in dependencies)
+
+
+def load_package(root: Path) -> EnvironmentPackage:
+    """Read the package at root (ours, or EvoPolicyGym's). Raises CatalogueError with the file and field at fault."""
+    pyproject = root / "pyproject.toml"
+    data = _read_pyproject(pyproject)
+    if is_evopolicygym_project(data):
+        return evopolicygym_package(root, data)
     fields = dict(data.get("tool", {}).get("epg", {}))
     if "benchmarks" in fields:
         raise CatalogueError(f'{pyproject}: tool.epg.benchmarks: Benchmarks are registered in [project.entry-points."{ENTRY_POINT_GROUP}"]')
@@ -135,14 +195,14 @@ def _field_path(loc: tuple[object, ...]) -> str:
 
 
 def is_package_dir(directory: Path) -> bool:
-    """True when directory holds a pyproject.toml with a [tool.epg] table (an environment package)."""
+    """True when directory holds an environment package: a pyproject.toml with a [tool.epg] table (ours) or one that
+    depends on evopolicygym (EvoPolicyGym's; the kernel's own root is none)."""
     pyproject = directory / "pyproject.toml"
     if not pyproject.is_file():
         return False
-    try:
-        return "epg" in tomllib.loads(pyproject.read_text()).get("tool", {})
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CatalogueError(f"{pyproject}: {exc}") from exc
+    data = _read_pyproject(pyproject)
+    tool = data.get("tool")
+    return (isinstance(tool, dict) and "epg" in tool) or is_evopolicygym_project(data)
 
 
 def find_package_dirs(root: Path, max_depth: int = MAX_DEPTH) -> list[Path]:
@@ -238,7 +298,8 @@ def _without_duplicates(packages: Iterable[EnvironmentPackage]) -> list[Environm
     ids: set[str] = set()
     for package in packages:
         root = package.root.resolve()
-        if root in roots or set(package.table.benchmarks) <= ids:
+        # an EvoPolicyGym package's Benchmarks are known once its image is built: its directory alone identifies it
+        if root in roots or (package.table.benchmarks and set(package.table.benchmarks) <= ids):
             continue
         roots.add(root)
         ids |= set(package.table.benchmarks)
@@ -263,5 +324,143 @@ def resolve_benchmark(name: str, packages: list[EnvironmentPackage]) -> tuple[En
         return matches[0]
     known = sorted(b for p in packages for b in p.table.benchmarks)
     if not matches:
-        raise CatalogueError(f"unknown benchmark {name!r}; known: {', '.join(known) or 'none'}")
+        unbuilt = sorted(p.image for p in packages if p.evopolicygym is not None and not p.table.benchmarks)
+        hint = (f"; the Benchmarks of {len(unbuilt)} EvoPolicyGym package(s) are known once their images are built "
+                f"(epg-orchestrate images build {' '.join(unbuilt[:5])}{' ...' if len(unbuilt) > 5 else ''})") if unbuilt else ""
+        raise CatalogueError(f"unknown benchmark {name!r}; known: {', '.join(known) or 'none'}{hint}")
     raise CatalogueError(f"benchmark name {name!r} is ambiguous: {', '.join(m[1] for m in matches)}")
+
+
+# Debian packages an EvoPolicyGym family needs, by the dependencies that call for them (every name of a key among the
+# package's direct dependencies, extras as written). The MuJoCo families that render frames use EGL (MUJOCO_GL=egl)
+# through Mesa's software driver.
+MESA_EGL = ("libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libopengl0")
+EGL_ENVIRONMENT = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}  # MuJoCo (and PyOpenGL under it) render through EGL
+DEBIAN_BY_DEPENDENCIES: tuple[tuple[frozenset[str], tuple[str, ...], dict[str, str]], ...] = (
+    (frozenset({"mujoco"}), MESA_EGL, EGL_ENVIRONMENT),  # dm_control, Gymnasium-Robotics, MetaWorld, robosuite
+    (frozenset({"gymnasium[mujoco]", "imageio-ffmpeg"}), MESA_EGL, EGL_ENVIRONMENT),  # HalfCheetah: videos of its frames
+)
+
+
+def debian_for(dependency_names: Iterable[str]) -> tuple[str, ...]:
+    """The Debian packages DEBIAN_BY_DEPENDENCIES gives a package with these direct dependencies, sorted."""
+    names = set(dependency_names)
+    return tuple(sorted({debian for key, packages, _ in DEBIAN_BY_DEPENDENCIES if key <= names for debian in packages}))
+
+
+def environment_for(dependency_names: Iterable[str]) -> dict[str, str]:
+    """The environment variables DEBIAN_BY_DEPENDENCIES sets in the image of a package with these direct dependencies."""
+    names = set(dependency_names)
+    return {key: value for needed, _, variables in DEBIAN_BY_DEPENDENCIES if needed <= names for key, value in sorted(variables.items())}
+
+
+def _dependency_key(requirement: str) -> str:
+    """A dependency as DEBIAN_BY_DEPENDENCIES names it: the normalised name and its extras ("gymnasium[mujoco]")."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[([^\]]*)\])?", requirement)
+    if match is None:
+        return requirement_name(requirement)
+    extras = ",".join(sorted(e.strip().lower() for e in (match.group(3) or "").split(",") if e.strip()))
+    name = requirement_name(match.group(1))
+    return f"{name}[{extras}]" if extras else name
+
+
+def evopolicygym_package(root: Path, data: dict[str, object]) -> EnvironmentPackage:
+    """The EnvironmentPackage of the EvoPolicyGym package at root, whose pyproject.toml holds data.
+
+    Image `env-epg-NAME` (NAME: the distribution name without `evopolicygym-benchmark-`), Python 3.13, the import
+    module of `[tool.hatch.build.targets.wheel] packages = ["src/MODULE"]`, the baseline Program
+    `src/MODULE/programs/baseline/`, requirements its dependencies but evopolicygym, pinned from its uv.lock when there
+    is one, and the Debian packages of DEBIAN_BY_DEPENDENCIES. Its Benchmarks are not known here: they are discovered
+    inside its built image (label_benchmarks). Raises CatalogueError naming the file and field at fault.
+    """
+    pyproject = root / "pyproject.toml"
+    project = data["project"]
+    assert isinstance(project, dict)  # is_evopolicygym_project checked it
+    distribution = str(project.get("name", ""))
+    module = _hatch_module(pyproject, data)
+    dependencies = tuple(str(d) for d in project.get("dependencies") or [] if requirement_name(str(d)) != KERNEL_DISTRIBUTION)
+    lock = root / "uv.lock"
+    try:
+        locked: LockedRequirements | None = (
+            locked_requirements(lock.read_text(), distribution, skip=(KERNEL_DISTRIBUTION,)) if lock.is_file() else None)
+    except (OSError, UvLockError) as exc:
+        raise CatalogueError(f"{lock}: {exc}") from exc
+    for where in locked.local if locked else ():
+        if not (root / where).resolve().is_relative_to(root.resolve()) or not (root / where / "pyproject.toml").is_file():
+            raise CatalogueError(f"{lock}: a dependency is locked from {where}, which is no distribution inside the package")
+    programs_dir = root / "src" / module / "programs"
+    programs = tuple(sorted(d.name for d in programs_dir.iterdir() if d.is_dir() and (d / "policy.py").is_file())) if programs_dir.is_dir() else ()
+    image = EVOPOLICYGYM_IMAGE_PREFIX + re.sub(r"[^a-z0-9]+", "-", _EVOPOLICYGYM_NAME_PREFIX.sub("", distribution.lower())).strip("-")
+    names = tuple(_dependency_key(d) for d in dependencies)
+    try:
+        table = EpgTable(image=image, module=module, baseline=f"src/{module}/programs/baseline", python="3.13",
+                         debian=debian_for(names), benchmarks={})
+    except ValidationError as exc:
+        raise CatalogueError(f"{pyproject}: project.name: {exc.errors()[0]['msg']} (image {image})") from exc
+    parts = EvoPolicyGymParts(module_dir=f"src/{module}", requirements=locked.pins if locked else dependencies,
+                              locked=locked is not None, local=locked.local if locked else (), dependency_names=names, programs=programs,
+                              environment=environment_for(names), sdist_only=locked.sdist_only if locked else ())
+    return EnvironmentPackage(root=root, table=table, distribution=distribution, version=str(project.get("version", "")),
+                              evopolicygym=parts)
+
+
+def _hatch_module(pyproject: Path, data: dict[str, object]) -> str:
+    tool = data.get("tool")
+    wheel = tool.get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {}) if isinstance(tool, dict) else {}
+    packages = wheel.get("packages") if isinstance(wheel, dict) else None
+    modules = [m.group(1) for m in (_HATCH_PACKAGE.match(str(p)) for p in packages or []) if m]
+    if len(modules) != 1:
+        raise CatalogueError(f'{pyproject}: tool.hatch.build.targets.wheel.packages: an EvoPolicyGym package names its one '
+                             f'import module as ["src/MODULE"]; found {packages!r}')
+    return modules[0]
+
+
+class DiscoveredBenchmark(BaseModel):
+    """One Benchmark `python -m epg_sdk.evopolicygym discover MODULE` found inside an EvoPolicyGym package's image."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(min_length=1, pattern=r"^[^,\s]+$")
+    entry: str = Field(min_length=1)  # what the runner's load_benchmark takes: "module:Class" or "module:Class?profile=P"
+    class_: str = Field("", alias="class")
+    profile: str | None = None
+
+
+def parse_discovered(text: str) -> list[DiscoveredBenchmark]:
+    """The Benchmarks of the discovery command's output (its last line, a JSON list). Raises CatalogueError."""
+    lines = text.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if lines else None
+        if not isinstance(found, list):
+            raise ValueError("not a JSON list")
+        benchmarks = [DiscoveredBenchmark.model_validate(item) for item in found]
+    except (ValueError, ValidationError) as exc:
+        raise CatalogueError(f"the Benchmark discovery printed no JSON list of Benchmarks ({str(exc).splitlines()[0]}): {text[-400:]!r}") from exc
+    ids = [b.id for b in benchmarks]
+    if len(set(ids)) != len(ids):
+        raise CatalogueError(f"the Benchmark discovery found an id twice: {', '.join(sorted(ids))}")
+    return benchmarks
+
+
+def discovered_label(benchmarks: list[DiscoveredBenchmark]) -> str:
+    """The benchmarks label of an EvoPolicyGym package's image: the discovered Benchmarks as a JSON list."""
+    return json.dumps([b.model_dump(by_alias=True) for b in benchmarks], separators=(",", ":"), sort_keys=True)
+
+
+def label_benchmarks(value: str) -> dict[str, str]:
+    """Benchmark id -> factory entry of an image's benchmarks label ("" where the label does not say).
+
+    The label is a comma-separated list of ids (our packages' images) or the JSON list of discovered Benchmarks
+    (an EvoPolicyGym package's image). A JSON label that does not parse names nothing.
+    """
+    if value.lstrip().startswith("["):
+        try:
+            return {b.id: b.entry for b in parse_discovered(value)}
+        except CatalogueError:
+            return {}
+    return {benchmark_id: "" for benchmark_id in value.split(",") if benchmark_id}
+
+
+def with_discovered(package: EnvironmentPackage, benchmarks: dict[str, str]) -> EnvironmentPackage:
+    """package with its Benchmarks (id -> entry) as its image's label names them."""
+    return package.model_copy(update={"table": package.table.model_copy(update={"benchmarks": dict(benchmarks)})})

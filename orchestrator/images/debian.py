@@ -1,4 +1,5 @@
-"""Debian packages of environment images: resolved and downloaded with the host's apt, installed by dpkg in the image."""
+"""Debian packages of environment images: resolved and downloaded with the host's apt (from the lists of the suite of the
+image's base: the host's own for bookworm, a directory of its own for trixie), installed by dpkg in the image."""
 
 from __future__ import annotations
 
@@ -212,10 +213,15 @@ APT_LISTS = Path("/var/lib/apt/lists")
 
 
 class HostApt:
-    """The host's apt-cache (Debian bookworm, like the images)."""
+    """The host's apt-cache (Debian bookworm, like the images of Python 3.11)."""
 
     def __init__(self, lists: Path = APT_LISTS) -> None:
         self._lists = lists
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """apt's `-o` options that select the package lists it answers from (none: the host's own)."""
+        return ()
 
     def fingerprint(self) -> str:
         """The names, sizes and modification times of the host's package lists (apt-get update changes them)."""
@@ -231,16 +237,67 @@ class HostApt:
     def show(self, names: list[str]) -> str:
         return self._run(["show", "--no-all-versions", *names], allow_missing=True)
 
-    @staticmethod
-    def _run(arguments: list[str], *, allow_missing: bool) -> str:
+    def _run(self, arguments: list[str], *, allow_missing: bool) -> str:
         executable = shutil.which("apt-cache")
         if executable is None:
-            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "Debian packages need the host's apt-cache (a Debian bookworm host)")
-        result = subprocess.run([executable, *arguments], capture_output=True, text=True)
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "Debian packages need the host's apt-cache (a Debian host)")
+        result = subprocess.run([executable, *self.options, *arguments], capture_output=True, text=True)
         # apt-cache exits 100 when no name is known; the caller names the unknown ones
         if result.returncode != 0 and not (allow_missing and result.returncode == 100):
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"apt-cache {arguments[0]} failed; {_UPDATE_HINT}", result.stderr[-4000:])
         return result.stdout
+
+
+class SuiteApt(HostApt):
+    """apt of the host answering from another Debian suite's package lists (trixie, for the images of Python 3.13),
+    kept in a directory of its own: its sources.list, its lists (fetched by `apt-get update` when missing), an empty
+    dpkg status, so that neither the host's sources nor what the host has installed change an answer.
+
+    The suite's Release files are checked against the host's Debian archive keyring, as debootstrap checks them.
+    """
+
+    def __init__(self, suite: str, root: Path, mirror: str = "http://deb.debian.org/debian") -> None:
+        self._suite = suite
+        self._root = root
+        self._mirror = mirror
+        super().__init__(root / "state" / "lists")
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        root = self._root
+        return ("-o", f"Dir::Etc::SourceList={root / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/nonexistent",
+                "-o", f"Dir::State={root / 'state'}", "-o", f"Dir::State::status={root / 'status'}",
+                "-o", f"Dir::Cache={root / 'cache'}", "-o", "Dir::Etc::Preferences=/nonexistent",
+                "-o", "Dir::Etc::PreferencesParts=/nonexistent", "-o", "APT::Get::List-Cleanup=false")
+
+    def fingerprint(self) -> str:
+        self.ensure_lists()
+        return super().fingerprint()
+
+    def depends(self, names: list[str]) -> str:
+        self.ensure_lists()
+        return super().depends(names)
+
+    def show(self, names: list[str]) -> str:
+        self.ensure_lists()
+        return super().show(names)
+
+    def ensure_lists(self) -> None:
+        """Write the suite's apt configuration and fetch its package lists once. Raises InfrastructureError."""
+        lists = self._root / "state" / "lists"
+        if lists.is_dir() and any("_Packages" in p.name for p in lists.iterdir()):
+            return
+        (lists / "partial").mkdir(parents=True, exist_ok=True)
+        (self._root / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+        (self._root / "sources.list").write_text(f"deb {self._mirror} {self._suite} main\n")
+        (self._root / "status").touch()
+        executable = shutil.which("apt-get")
+        if executable is None:
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "Debian packages need the host's apt-get (a Debian host)")
+        result = subprocess.run([executable, *self.options, "update", "-q"], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, f"apt-get update of Debian {self._suite}'s lists failed",
+                                      (result.stdout + result.stderr)[-4000:])
 
 
 def installed_in_image(engine: DockerEngine, image: str, labels: dict[str, str]) -> frozenset[str]:
@@ -264,8 +321,9 @@ def installed_in_image(engine: DockerEngine, image: str, labels: dict[str, str])
     return parse_status(text)
 
 
-def download(packages: tuple[DebianPackage, ...], cache: Path, dest: Path) -> list[str]:
-    """Copy the .deb of each package into dest, fetching with `apt-get download` into cache only what is missing.
+def download(packages: tuple[DebianPackage, ...], cache: Path, dest: Path, apt_options: tuple[str, ...] = ()) -> list[str]:
+    """Copy the .deb of each package into dest, fetching with `apt-get download` (with apt_options: another suite's
+    lists, `SuiteApt.options`) into cache only what is missing.
 
     Returns the pins it downloaded. Raises InfrastructureError(IMAGE_BUILD_FAILED).
     """
@@ -275,7 +333,8 @@ def download(packages: tuple[DebianPackage, ...], cache: Path, dest: Path) -> li
         executable = shutil.which("apt-get")
         if executable is None:
             raise InfrastructureError(InfraErrorCode.IMAGE_BUILD_FAILED, "Debian packages need the host's apt-get (a Debian bookworm host)")
-        fetched = subprocess.run([executable, "download", "-q", *(package.pin for package in missing)], cwd=cache, capture_output=True, text=True)
+        fetched = subprocess.run([executable, *apt_options, "download", "-q", *(package.pin for package in missing)], cwd=cache,
+                                 capture_output=True, text=True)
         absent = [package.pin for package in missing if not (cache / package.filename).is_file()]
         if fetched.returncode != 0 or absent:
             raise InfrastructureError(

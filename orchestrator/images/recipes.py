@@ -26,6 +26,31 @@ POLICY_RUNTIME = "policy-runtime"
 AGENT_BASE = "agent-base"
 SDK_LAYER = "env-sdk"
 LIB = "/opt/epg/lib"
+DEFAULT_PYTHON = "3.11"
+PYTHON_SUFFIXES = {"3.11": "", "3.13": "-py313"}  # the images of another Python than the default carry its suffix
+
+
+def python_suffix(python: str) -> str:
+    """"" for 3.11, "-py313" for 3.13. Raises ValueError for a Python the images do not offer."""
+    try:
+        return PYTHON_SUFFIXES[python]
+    except KeyError:
+        raise ValueError(f"no images for Python {python}; known: {', '.join(PYTHON_SUFFIXES)}") from None
+
+
+def sdk_layer_name(python: str = DEFAULT_PYTHON) -> str:
+    """env-sdk, or env-sdk-py313: the SDK layer of python's environment images."""
+    return SDK_LAYER + python_suffix(python)
+
+
+def policy_runtime_name(python: str = DEFAULT_PYTHON) -> str:
+    """policy-runtime, or policy-runtime-py313 (which also holds the evopolicygym compat package)."""
+    return POLICY_RUNTIME + python_suffix(python)
+
+
+def policy_image_of(package: EnvironmentPackage) -> str:
+    """The policy runtime image a Benchmark of package runs its Programs in by default: that of the package's Python."""
+    return policy_runtime_name(package.python)
 
 # Repository paths; below sdk/ they land in the image's lib directory without that prefix.
 POLICY_FILES = (
@@ -64,6 +89,9 @@ IMAGES = REPO_ROOT / "images"
 # The SDK layer (env-sdk, under every environment image) installs the SDK as a distribution, built into a wheel on
 # the host, so an author's package that depends on epg-sdk installs on top of one with plain pip.
 SDK_DISTRIBUTION = REPO_ROOT / "sdk"
+# Our implementation of EvoPolicyGym's public import package `evopolicygym`: installed as a wheel built on the host, like
+# the SDK, into the Python 3.13 SDK layer (EvoPolicyGym Benchmarks import it) and policy runtime (their Programs do).
+COMPAT_DISTRIBUTION = REPO_ROOT / "compat"
 _NOT_SOURCE = {"__pycache__", "build", "dist"}
 # Its build context always has debs/, the Debian packages installed first (empty without tool.epg.debian), and
 # wheels/requirements.txt (empty when the SDK layer holds every pin of the package's lock).
@@ -112,6 +140,16 @@ class ImageRecipe:
     no_deps_requirements: tuple[str, ...] = ()  # pins installed with --no-deps after requirements (wheels/requirements-nodeps.txt)
     debian: tuple[str, ...] = ()  # Debian packages the image needs (tool.epg.debian), installed from debs/ by dpkg
     debian_files: tuple[str, ...] = ()  # the .deb files of their closure on the base: set by the builder, which resolves debian
+    python: str = DEFAULT_PYTHON  # the base's Python ("3.11": bookworm's, "3.13": trixie's) and that of the wheels
+    # A command run in the built image whose output (a JSON list) becomes its benchmarks label: an EvoPolicyGym
+    # package's Benchmarks, which no entry point names.
+    discover: tuple[str, ...] = ()
+    # Environment variables of the image, set (with the discovered label) in a last layer after the Dockerfile's:
+    # MUJOCO_GL=egl for an EvoPolicyGym family that renders through Mesa.
+    environment: dict[str, str] = field(default_factory=dict)
+    # Pins of requirements with no wheel on the index (only an sdist): the host's pip builds their wheels, which must be
+    # pure Python (a compiled one would be the host's CPython's; the images have no build toolchain).
+    source_builds: tuple[str, ...] = ()
 
     def inputs_hash(self, base: str) -> str:
         """SHA-256 over every build input: base (image id or parent tag), Dockerfile bytes, args, requirements,
@@ -120,7 +158,11 @@ class ImageRecipe:
         no_deps = ("\n".join(self.no_deps_requirements),) if self.no_deps_requirements else ()  # absent: the tags of before
         # the file names carry the resolved versions; absent (no debian): the tags of before
         debian = ("debian " + "\n".join(self.debian), "\n".join(self.debian_files)) if self.debian else ()
-        for part in (self.name, base, "\n".join(self.requirements), *no_deps, *debian):
+        # absent for the default Python and without discovery: the tags of before
+        python = (f"python {self.python}",) if self.python != DEFAULT_PYTHON else ()
+        discover = ("discover " + "\0".join(self.discover),) if self.discover else ()
+        environment = ("environment " + "\0".join(f"{k}={v}" for k, v in sorted(self.environment.items())),) if self.environment else ()
+        for part in (self.name, base, "\n".join(self.requirements), *no_deps, *debian, *python, *discover, *environment):
             hasher.update(part.encode() + b"\0")
         hasher.update(self.dockerfile.read_bytes() + b"\0")
         for prefix, mapping in (("lib", self.files), ("context", self.context_files)):
@@ -147,14 +189,18 @@ def _project_files(paths: tuple[str, ...]) -> dict[str, Path]:
     return {path.removeprefix("sdk/"): REPO_ROOT / path for path in paths}
 
 
-def policy_runtime_recipe() -> ImageRecipe:
-    """Python, NumPy, protobuf and the policy runtime: no simulator, no Benchmark."""
+def policy_runtime_recipe(python: str = DEFAULT_PYTHON) -> ImageRecipe:
+    """Python, NumPy, protobuf and the policy runtime: no simulator, no Benchmark. On Python 3.13 also the
+    evopolicygym compat package (built from compat/), which EvoPolicyGym Programs import."""
+    compat = python != DEFAULT_PYTHON
     return ImageRecipe(
-        name=POLICY_RUNTIME,
+        name=policy_runtime_name(python),
         dockerfile=IMAGES / "policy-runtime" / "Dockerfile",
-        build_args={"SMOKE": "numpy, epg_sdk.runtime.policy_runtime"},
+        build_args={"SMOKE": "numpy, epg_sdk.runtime.policy_runtime" + (", evopolicygym.policy" if compat else "")},
         requirements=pins_of(*POLICY_NAMES),
         files=_project_files(POLICY_FILES),
+        distributions=(COMPAT_DISTRIBUTION,) if compat else (),
+        python=python,
     )
 
 
@@ -163,15 +209,19 @@ def sdk_requirement() -> str:
     return f"epg-sdk=={sdk_version(SDK_DISTRIBUTION)}"
 
 
-def sdk_layer_recipe() -> ImageRecipe:
-    """The layer every environment image is built on: the runner's wheels (NumPy, protobuf, grpcio), gymnasium, all
-    at the versions of sdk-layer.lock, and the epg-sdk distribution built from sdk/ (the environment runner, the SDK)."""
+def sdk_layer_recipe(python: str = DEFAULT_PYTHON) -> ImageRecipe:
+    """The layer every environment image of python is built on: the runner's wheels (NumPy, protobuf, grpcio),
+    gymnasium, all at the versions of sdk-layer.lock, and the epg-sdk distribution built from sdk/ (the environment
+    runner, the SDK); on Python 3.13 also the evopolicygym compat package built from compat/."""
+    compat = python != DEFAULT_PYTHON
+    smoke = "numpy, grpc, google.protobuf, gymnasium, epg_sdk.runtime.runner, epg_sdk.gym_adapter"
     return ImageRecipe(
-        name=SDK_LAYER,
+        name=sdk_layer_name(python),
         dockerfile=SDK_LAYER_DOCKERFILE,
-        build_args={"SMOKE": "numpy, grpc, google.protobuf, gymnasium, epg_sdk.runtime.runner, epg_sdk.gym_adapter"},
+        build_args={"SMOKE": smoke + (", evopolicygym.authoring" if compat else "")},
         requirements=sdk_layer_pins(),
-        distributions=(SDK_DISTRIBUTION,),
+        distributions=(SDK_DISTRIBUTION, COMPAT_DISTRIBUTION) if compat else (SDK_DISTRIBUTION,),
+        python=python,
     )
 
 
@@ -324,14 +374,9 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
     Raises CatalogueError for a file that a symbolic link takes out of the package and for a lock line that is
     not a plain pin; ValueError for conflicting pins.
     """
-    files: dict[str, Path] = {}  # each its real path, inside the package (a link within the package is followed)
-    module_root = package.root / package.table.module
-    for source in sorted(module_root.rglob("*")):
-        if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc":
-            files[f"{package.table.module}/{source.relative_to(module_root).as_posix()}"] = _package_file(package, source)
-    readme = package.root / "README.md"
-    if readme.is_file():
-        files[f"{package.table.module}/README.md"] = _package_file(package, readme)
+    if package.evopolicygym is not None:
+        return _evopolicygym_recipe(package)
+    files = _module_files(package)
     smoke = ", ".join(sorted({entry.split(":")[0] for entry in package.table.benchmarks.values()}))
     requirements, no_deps = _split_no_deps(_merge_requirements(_read_lock(package)), package.table.no_deps)
     _over_the_sdk_layer(no_deps)  # installed apart, but held to the runner's versions all the same
@@ -343,6 +388,55 @@ def environment_recipe(package: EnvironmentPackage) -> ImageRecipe:
         no_deps_requirements=no_deps,
         debian=package.table.debian,
         files=files,
-        parent=SDK_LAYER,
+        parent=sdk_layer_name(package.python),
         labels={BENCHMARKS: ",".join(sorted(package.table.benchmarks))},
+        python=package.python,
     )
+
+
+def discovery_command(module: str) -> tuple[str, ...]:
+    """The command that prints, inside an EvoPolicyGym package's image, the JSON list of the Benchmarks of module."""
+    return ("python3", "-m", "epg_sdk.evopolicygym", "discover", module)
+
+
+def _evopolicygym_recipe(package: EnvironmentPackage) -> ImageRecipe:
+    """An EvoPolicyGym package's image: its Python's SDK layer (with the compat package), the package's module from
+    src/, its locked requirements over the layer (the layer's versions of what the runner imports win: the runner
+    runs in the same interpreter) and the Debian packages its family needs. Its Benchmarks are discovered after the
+    build (discover), not named by a label of the recipe."""
+    parts = package.evopolicygym
+    assert parts is not None
+    if parts.locked:
+        layer = sdk_layer_versions()
+        kept = tuple(r for r in _merge_requirements(parts.requirements) if normalise(r.partition("==")[0]) not in RUNNER_NAMES
+                     or layer[normalise(r.partition("==")[0])] == r.partition("==")[2])
+        requirements = _over_the_sdk_layer(kept)
+    else:
+        requirements = tuple(r for r in parts.requirements if normalise(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) not in RUNNER_NAMES)
+    return ImageRecipe(
+        name=package.image,
+        dockerfile=ENVIRONMENT_DOCKERFILE,
+        build_args={"SMOKE": f"epg_sdk.runtime.runner, evopolicygym.authoring, {package.table.module}"},
+        requirements=requirements,
+        debian=package.table.debian,
+        files=_module_files(package),
+        parent=sdk_layer_name(package.python),
+        python=package.python,
+        discover=discovery_command(package.table.module),
+        environment=dict(parts.environment),
+        distributions=tuple(package.root / where for where in parts.local),  # vendored: wheels built on the host
+        source_builds=tuple(pin for pin in parts.sdist_only if pin in requirements),
+    )
+
+
+def _module_files(package: EnvironmentPackage) -> dict[str, Path]:
+    """The files of package's import module (and its README.md) by their path below lib/."""
+    files: dict[str, Path] = {}  # each its real path, inside the package (a link within the package is followed)
+    module_root = package.module_dir
+    for source in sorted(module_root.rglob("*")):
+        if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc":
+            files[f"{package.table.module}/{source.relative_to(module_root).as_posix()}"] = _package_file(package, source)
+    readme = package.root / "README.md"
+    if readme.is_file():
+        files[f"{package.table.module}/README.md"] = _package_file(package, readme)
+    return files

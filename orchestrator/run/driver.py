@@ -39,6 +39,7 @@ from orchestrator.backends.settings import SandboxImages, SandboxLimits, Sandbox
 from orchestrator.hostapi.server import serve
 from orchestrator.images.builder import BuildResult, ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
+from orchestrator.images.recipes import policy_image_of
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.ports import BenchmarkInfo, PlannedEpisode, PooledSandbox
@@ -214,6 +215,7 @@ class RunDriver:
         self._skills: tuple[StoredSkill, ...] = ()
         self._parameters_digest = ""  # the Benchmark's, once the sandbox described it
         self._benchmark_info: BenchmarkInfo | None = None
+        self._policy_image = "policy-runtime"  # the policy runtime of the Benchmark package's Python, once resolved
 
     def execute(self) -> RunManifest:
         """Run (or resume) the Run; return run.json. Raises InfrastructureError, FileExistsError, ParametersChanged (a
@@ -239,9 +241,10 @@ class RunDriver:
         self._random_program = package.random_dir
         relay_policy(self._spec)  # a missing credential is said before anything starts
         agent_image = AGENT_IMAGES.get(self._spec.agent.kind, "agent-base")
-        built = {r.name: r for r in builder.ensure(["policy-runtime", package.image, agent_image])}
+        self._policy_image = policy_image_of(package)  # policy-runtime, or policy-runtime-py313 for a Python 3.13 package
+        built = {r.name: r for r in builder.ensure([self._policy_image, package.image, agent_image])}
         tags = {name: result.tag for name, result in built.items()}
-        images = SandboxImages(environment=tags[package.image], policy_runtime=tags["policy-runtime"], benchmark_entry=entry)
+        images = SandboxImages(environment=tags[package.image], policy_runtime=tags[self._policy_image], benchmark_entry=entry)
         labels = sandbox_labels(options.scope)
         try:
             if not options.resume:
@@ -315,7 +318,7 @@ class RunDriver:
         self._records.update_manifest(
             software=provenance.software(),
             images={
-                "policy_runtime": provenance.image(built["policy-runtime"].tag, built["policy-runtime"].image_id),
+                "policy_runtime": provenance.image(built[self._policy_image].tag, built[self._policy_image].image_id),
                 "environment": provenance.image(built[package.image].tag, built[package.image].image_id),
                 "agent": agent_entry,
             },

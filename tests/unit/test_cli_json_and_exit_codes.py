@@ -56,9 +56,10 @@ def test_benchmarks_json_names_each_benchmark_with_its_package_and_version():
     rows = {row["id"]: row for row in result.json()["benchmarks"]}
     assert rows["CartPole-v1"] | {"package": ""} == {
         "id": "CartPole-v1", "entry": "epg_env_cartpole:make_benchmark", "aliases": ["cartpole"], "image": "env-cartpole",
-        "package": "", "distribution": "epg-env-cartpole", "version": "0.1.0",
+        "package": "", "distribution": "epg-env-cartpole", "version": "0.1.0", "python": "3.11",
     }
     assert {"Acrobot-v1", "MountainCarContinuous-v0"} <= set(rows)
+    assert result.json()["not_built"] == []  # no EvoPolicyGym package in the bundled catalogue
 
 
 def test_env_new_json_names_the_package_it_made(tmp_path):

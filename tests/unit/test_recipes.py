@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -296,26 +297,36 @@ def test_agent_base_carries_the_epg_session_launcher():
     assert "COPY epg-session /usr/local/bin/epg-session" in recipe.dockerfile.read_text()
 
 
-def test_the_bootstrapped_base_tag_covers_every_file_of_images_base(tmp_path, monkeypatch):
+def test_each_bootstrapped_base_tag_covers_every_file_of_its_suite_in_images_base(tmp_path, monkeypatch):
     from orchestrator.images import base
 
     assert base.bootstrap_tag() == base.bootstrap_tag()
     assert base.bootstrap_tag().startswith("epg/base:bookworm-")
+    assert base.bootstrap_tag(python="3.13").startswith("epg/base:trixie-")
     assert base.bootstrap_tag("http://mirror.example/debian") != base.bootstrap_tag()
-    for name in ("BOOTSTRAP_SCRIPT", "PACKAGES_FILE", "CHANGES_FILE"):
-        original = getattr(base, name)
-        before = base.bootstrap_tag()
-        copy = tmp_path / original.name
-        copy.write_bytes(original.read_bytes() + b"\n")
-        monkeypatch.setattr(base, name, copy)
-        assert base.bootstrap_tag() != before, name
-        monkeypatch.setattr(base, name, original)
+    copy = tmp_path / "base"
+    shutil.copytree(base.BASE_DIR, copy)
+    monkeypatch.setattr(base, "BASE_DIR", copy)
+    monkeypatch.setattr(base, "BOOTSTRAP_SCRIPT", copy / base.BOOTSTRAP_SCRIPT.name)
+    monkeypatch.setattr(base, "CHANGES_FILE", copy / base.CHANGES_FILE.name)
+    for python, suite in (("3.11", "bookworm"), ("3.13", "trixie")):
+        for name in ("bootstrap.sh", f"packages-{suite}.txt", "changes.dockerfile"):
+            before = base.bootstrap_tag(python=python)
+            with open(copy / name, "ab") as changed:
+                changed.write(b"\n")
+            assert base.bootstrap_tag(python=python) != before, (python, name)
+    other = base.bootstrap_tag(python="3.11")
+    with open(copy / "packages-trixie.txt", "ab") as changed:
+        changed.write(b"\n")
+    assert base.bootstrap_tag(python="3.11") == other  # trixie's list is no input of bookworm's base
 
 
 def test_the_bootstrapped_base_reads_its_packages_and_import_changes_from_images_base():
     from orchestrator.images import base
 
-    assert {"python3", "python3-pip", "ca-certificates", "git"} <= set(base.packages())
+    for python in ("3.11", "3.13"):
+        assert {"python3", "python3-pip", "ca-certificates", "git"} <= set(base.packages(python))
+        assert not any(line.startswith("#") for line in base.packages(python))
     assert 'CMD ["python3"]' in base.changes() and "ENV PIP_BREAK_SYSTEM_PACKAGES=1" in base.changes()
     assert not any(line.startswith("#") for line in base.packages() + base.changes())
 
