@@ -475,9 +475,9 @@ class ImageBuilder:
             wheels = directory / "wheels"
             wheels.mkdir()
             (wheels / "requirements.txt").write_text("".join(f"{r}\n" for r in recipe.requirements))
-            binary = tuple(r for r in recipe.requirements if r not in recipe.source_builds)
-            if binary:
-                self._fetch_wheels(binary, wheels, python=recipe.python)
+            wheel_pins = tuple(r for r in recipe.requirements if r not in recipe.source_builds)
+            if wheel_pins:
+                self._fetch_wheels(wheel_pins, wheels, python=recipe.python)
             for pin in recipe.source_builds:
                 self._build_pure_wheel(pin, wheels)
             if recipe.no_deps_requirements:

@@ -7,7 +7,6 @@ the backends, which differ only in where the runner and the policy run and how t
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import replace
 from typing import Any

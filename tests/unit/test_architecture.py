@@ -583,8 +583,13 @@ def _members_exist(body: list[ast.stmt], names: list[str]) -> bool:
 
 @cache
 def _first_party() -> dict[str, list[ast.stmt]]:
-    """Every first-party module's dotted name -> its parsed body."""
-    return {module_name(REPO_ROOT / path): ast.parse((REPO_ROOT / path).read_text()).body for path in all_modules()}
+    """Every first-party module's dotted name -> its parsed body, our `evopolicygym` (compat/) included."""
+    modules = {module_name(REPO_ROOT / path): ast.parse((REPO_ROOT / path).read_text()).body for path in all_modules()}
+    compat = REPO_ROOT / "compat"
+    for path in sorted((compat / "evopolicygym").rglob("*.py")):
+        parts = list(path.relative_to(compat).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = ast.parse(path.read_text()).body
+    return modules
 
 
 def _code_exists(dotted: str) -> bool:
