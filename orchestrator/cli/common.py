@@ -9,7 +9,7 @@ import tempfile
 from contextvars import ContextVar
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from rich.text import Text
 from orchestrator.cli.terminal import plain
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.units import parse_bytes
+
+if TYPE_CHECKING:
+    from orchestrator.images.catalogue import EnvironmentPackage
 
 # Off a terminal (pipes, CI logs, tests) tables get room instead of 80 columns.
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -113,3 +116,19 @@ def optional_module_missing(exc: ImportError) -> str | None:
     """The module of EXTRAS that exc failed to import, or None when exc is about any other module."""
     root = (exc.name or "").split(".")[0]
     return root if root in EXTRAS else None
+
+
+def with_built_benchmarks(base: str, environments: list[Path] | None, packages: list[EnvironmentPackage]) -> list[EnvironmentPackage]:
+    """The catalogue's packages, an EvoPolicyGym package's with the Benchmarks its built image's label names (the
+    engine is asked; nothing is built). Without an engine, packages as they are (every EvoPolicyGym one not built), said
+    on stderr."""
+    from orchestrator.backends.engine import DockerEngine
+    from orchestrator.cli.options import environment_roots
+    from orchestrator.images.builder import ImageBuilder
+
+    try:
+        client = DockerEngine.connect(timeout_s=10).client
+    except InfrastructureError as exc:
+        err.print(f"[yellow]{exc.message}: the Benchmarks of EvoPolicyGym packages are known once their images are built[/]")
+        return packages
+    return ImageBuilder(client, base=base, environments=environment_roots(environments)).packages()

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from epg_sdk.planning import SPLITS
-from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, require_extra, usage
+from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, parse_size, print_json, require_extra, usage, with_built_benchmarks
 from orchestrator.cli.options import (
     Backend,
     Base,
@@ -113,7 +113,10 @@ def evaluate(
     )
     roots = environment_roots(environments)
     try:
-        package, _, _ = resolve_benchmark(benchmark, discover(roots))
+        packages = discover(roots)
+        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
+            packages = with_built_benchmarks(base, environments, packages)
+        package, _, _ = resolve_benchmark(benchmark, packages)
     except CatalogueError as exc:
         fail(str(exc))
     tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, episodes=episodes)

@@ -7,15 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, require_extra
+from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json, require_extra, with_built_benchmarks
 from orchestrator.cli.options import Backend, Base, Environments, Json, KubeContext, KubeNamespace, environment_roots
 from orchestrator.kernel.infrastructure import InfrastructureError
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
-    from orchestrator.images.catalogue import EnvironmentPackage
 
 
 def gc(
@@ -91,7 +89,7 @@ def benchmarks(environments: Environments = None, base: Base = "auto", as_json: 
     try:
         packages = discover(environment_roots(environments))
         if any(package.evopolicygym is not None for package in packages):
-            packages = _with_built_benchmarks(base, environments, packages)
+            packages = with_built_benchmarks(base, environments, packages)
     except CatalogueError as exc:
         fail(str(exc))
     rows: list[dict[str, Any]] = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,
@@ -112,18 +110,3 @@ def benchmarks(environments: Environments = None, base: Base = "auto", as_json: 
     for package_row in not_built:
         table.add_row("[yellow](not built)[/]", "", package_row["image"], package_row["package"])
     out.print(table)
-
-
-def _with_built_benchmarks(base: str, environments: list[Path] | None, packages: list[EnvironmentPackage]) -> list[EnvironmentPackage]:
-    """The catalogue's packages, an EvoPolicyGym package's with the Benchmarks its built image's label names (the
-    engine is asked; nothing is built). Without an engine, packages as they are (every EvoPolicyGym one not built), said
-    on stderr."""
-    from orchestrator.backends.engine import DockerEngine
-    from orchestrator.images.builder import ImageBuilder
-
-    try:
-        client = DockerEngine.connect(timeout_s=10).client
-    except InfrastructureError as exc:
-        err.print(f"[yellow]{exc.message}: the Benchmarks of EvoPolicyGym packages are listed once their images are built[/]")
-        return packages
-    return ImageBuilder(client, base=base, environments=environment_roots(environments)).packages()

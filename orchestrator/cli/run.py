@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, assert_nev
 
 import typer
 
-from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage
+from orchestrator.cli.common import err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage, with_built_benchmarks
 from orchestrator.cli.options import AllowCredential, Base, Environments, OutputDir, Scope, credential_grants, environment_roots
 from orchestrator.kernel.infrastructure import InfrastructureError
 from orchestrator.kernel.program import ProgramError
@@ -66,6 +66,8 @@ def run(
     roots = environment_roots(environments)
     try:
         packages = discover(roots)
+        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
+            packages = with_built_benchmarks(base, environments, packages)
     except CatalogueError as exc:
         fail(str(exc))
     try:

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems: list[str] = []
     found = discover(args.module, problems)
-    print(json.dumps(found, indent=2))
+    print(json.dumps(found))  # one line, the last: what a package prints while imported comes before it
     for problem in problems:
         print(f"not constructed: {problem}", file=sys.stderr)
     return 0 if found else 1
