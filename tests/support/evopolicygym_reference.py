@@ -13,17 +13,16 @@ built once per package; each reference run is a fresh labelled container with no
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import secrets
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,7 +187,7 @@ ENTRYPOINT ["python3", "/opt/reference/driver.py"]
 
 
 def reference_image(client: docker.DockerClient, checkout: Path, package: ReferencePackage, *,
-                    base: str | None = None, progress=print) -> str:
+                    base: str | None = None, progress: Callable[[str], None] = print) -> str:
     """Return the tag of package's reference image, building it once (tagged by a hash of every input).
 
     The inputs: the base image's id, the Dockerfile, the driver, the kernel's and the package's sources, and the
@@ -266,15 +265,16 @@ def run_reference(client: docker.DockerClient, tag: str, module: str, *, split: 
 
 
 def evaluate_reference(client: docker.DockerClient, checkout: Path, package_dir: Path, *, split: str, seed: int,
-                       count: int, scope: str = "") -> ReferenceResult:
+                       count: int, scope: str = "", progress: Callable[[str], None] = print) -> ReferenceResult:
     """Build (once) package_dir's reference image and run their evaluate in it. Raises as reference_image and run_reference."""
     package = ReferencePackage.read(package_dir)
-    tag = reference_image(client, checkout, package)
+    tag = reference_image(client, checkout, package, progress=progress)
     return run_reference(client, tag, package.module, split=split, seed=seed, count=count, scope=scope)
 
 
 if __name__ == "__main__":  # python -m tests.support.evopolicygym_reference CHECKOUT PACKAGE_DIR [SPLIT SEED COUNT]
     checkout_, package_ = Path(sys.argv[1]), Path(sys.argv[2])
     split_, seed_, count_ = (sys.argv[3:6] + ["test", "7", "8"][len(sys.argv[3:6]):])
-    result = evaluate_reference(docker.from_env(), checkout_, package_, split=split_, seed=int(seed_), count=int(count_))
+    result = evaluate_reference(docker.from_env(), checkout_, package_, split=split_, seed=int(seed_), count=int(count_),
+                                progress=lambda line: print(line, file=sys.stderr))
     print(json.dumps({**result.document, "substitutions": result.substitutions, "wall_seconds": result.seconds}))
