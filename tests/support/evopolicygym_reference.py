@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import ImageNotFound
+from docker.errors import BuildError, ImageNotFound
 from packaging.markers import Marker
 from packaging.version import Version
 
@@ -176,7 +176,8 @@ def _tree_digest(hasher: Any, root: Path) -> None:
 DOCKERFILE = """\
 FROM {base}
 COPY wheels/ /opt/reference/wheels/
-RUN python3 -m pip install --no-cache-dir --no-index --no-deps --ignore-requires-python /opt/reference/wheels/*.whl \\
+RUN python3 -m pip install --no-cache-dir --no-index --no-deps --ignore-requires-python --ignore-installed \\
+    /opt/reference/wheels/*.whl \\
  && rm -rf /opt/reference/wheels
 COPY site/ /opt/reference/site/
 COPY driver.py /opt/reference/driver.py
@@ -191,8 +192,8 @@ def reference_image(client: docker.DockerClient, checkout: Path, package: Refere
     """Return the tag of package's reference image, building it once (tagged by a hash of every input).
 
     The inputs: the base image's id, the Dockerfile, the driver, the kernel's and the package's sources, and the
-    pins of its uv.lock. Raises LookupError (no trixie base), RuntimeError (a wheel pip cannot download),
-    docker.errors.BuildError.
+    pins of its uv.lock. Raises LookupError (no trixie base), RuntimeError (a wheel pip cannot download, a failed
+    build, with its log's tail).
     """
     base = base or trixie_base(client)
     pins = locked_pins((package.directory / "uv.lock").read_text(), package.distribution)
@@ -221,7 +222,11 @@ def reference_image(client: docker.DockerClient, checkout: Path, package: Refere
         (context / "Dockerfile").write_text(DOCKERFILE.format(base=base))
         labels = {MANAGED: "true", IMAGE: "evopolicygym-reference", INPUTS: digest, CHECKOUT: path_id(REPO),
                   SUBSTITUTIONS: json.dumps(substitutions)}
-        client.images.build(path=str(context), tag=tag, labels=labels, rm=True, forcerm=True, network_mode="none")
+        try:
+            client.images.build(path=str(context), tag=tag, labels=labels, rm=True, forcerm=True, network_mode="none")
+        except BuildError as exc:
+            log = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+            raise RuntimeError(f"building {tag}: {exc.msg}\n{log[-4000:]}") from exc
     return tag
 
 
@@ -242,14 +247,17 @@ class ReferenceResult:
 
 def run_reference(client: docker.DockerClient, tag: str, module: str, *, split: str, seed: int, count: int,
                   scope: str = "", timeout: float = 30.0, wait_seconds: float = 1800) -> ReferenceResult:
-    """Run their evaluate in a fresh container of tag (no network, labelled with scope, removed after).
+    """Run their evaluate in a fresh container of tag: no network, an unprivileged user without capabilities, a
+    read-only root with a /tmp of its own, labelled with scope, removed after.
 
     Returns the ReferenceResult. Raises RuntimeError when the container fails or prints no JSON document.
     """
     labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope).for_role("evopolicygym-reference")
     started = time.monotonic()
     container = client.containers.run(tag, [module, split, str(seed), str(count), str(timeout)], detach=True,
-                                      network_mode="none", labels=labels, mem_limit="2g", pids_limit=256)
+                                      network_mode="none", labels=labels, mem_limit="2g", pids_limit=256,
+                                      user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                                      read_only=True, tmpfs={"/tmp": "size=256m"}, environment={"HOME": "/tmp"})
     try:
         status = container.wait(timeout=wait_seconds)
         stdout = container.logs(stdout=True, stderr=False).decode()
