@@ -797,3 +797,15 @@ def test_their_package_served_by_the_runner_gives_the_feedback_their_own_records
     assert response.score == expected.score
     assert decode_exact(response.values) == expected.content
     assert sorted((a.name, a.media_type, a.data) for a in response.artifacts) == sorted((a.name, a.media_type, a.content) for a in expected.artifacts)
+
+
+def test_profiles_sharing_one_id_are_listed_apart_the_first_keeping_it():
+    from epg_sdk.evopolicygym.discovery import _with_unique_ids
+
+    rows = [{"id": "minigrid/DoorKey-v0/mean-return-v1", "entry": "doorkey:DoorKey", "class": "DoorKey", "profile": "8x8"},
+            {"id": "minigrid/DoorKey-v0/mean-return-v1", "entry": "doorkey:DoorKey?profile=5x5", "class": "DoorKey", "profile": "5x5"},
+            {"id": "other/v1", "entry": "doorkey:Other", "class": "Other", "profile": None},
+            {"id": "other/v1", "entry": "doorkey:Twin", "class": "Twin", "profile": None}]
+    assert [row["id"] for row in _with_unique_ids(rows)] == [
+        "minigrid/DoorKey-v0/mean-return-v1", "minigrid/DoorKey-v0/mean-return-v1@5x5", "other/v1", "other/v1@Twin"]
+    assert [row["entry"] for row in _with_unique_ids(rows)] == [row["entry"] for row in rows]

@@ -168,7 +168,8 @@ def discover(module_name: str, problems: list[str] | None = None) -> list[dict[s
     Benchmark (profile: the default's, or None) and for each of its other profiles.
 
     Profiles of one class often share an id (their MiniGrid packages name the family, and the profile is in the
-    environment parameters): the entry, not the id, tells them apart. A class or profile that cannot be
+    environment parameters): the first keeps the id and each other is listed as "ID@PROFILE"; its entry says which
+    profile it is. A class or profile that cannot be
     constructed is left out, and why is appended to problems. Raises what importing module_name raises.
     """
     package = importlib.import_module(module_name)
@@ -201,4 +202,18 @@ def discover(module_name: str, problems: list[str] | None = None) -> list[dict[s
                 problems.append(f"{entry}: {type(exc).__name__}: {exc}")
                 continue
             found.append({"id": spec_id, "entry": entry, "class": name, "profile": profile})
-    return found
+    return _with_unique_ids(found)
+
+
+def _with_unique_ids(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """found with every id unique, as a catalogue needs: the first Benchmark of an id keeps it, a later one of the same id
+    is named "ID@PROFILE" (their MiniGrid profiles share the family's id), or "ID@CLASS" without a profile."""
+    seen: set[str] = set()
+    unique: list[dict[str, Any]] = []
+    for row in found:
+        name = row["id"]
+        if name in seen:
+            name = f"{row['id']}@{row['profile'] or row['class']}"
+        seen.add(name)
+        unique.append({**row, "id": name})
+    return unique
