@@ -238,6 +238,8 @@ def decode_evidence(data: bytes, types: Any) -> dict[str, Any]:
             raise EvidenceError(f"evidence is not in the {EVIDENCE_FORMAT} format")
         transitions = []
         for entry in entries[2:]:
+            if not isinstance(entry, tuple) or len(entry) != 6:
+                raise EvidenceError(f"evidence is not in the {EVIDENCE_FORMAT} format")
             action, observation, reward, terminated, truncated, metrics = entry
             step = types.Step(observation=observation, reward=reward, terminated=terminated, truncated=truncated, metrics=metrics)
             transitions.append(types.Transition(action=action, step=step))
