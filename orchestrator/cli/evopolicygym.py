@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -111,60 +110,22 @@ class PackageResult:
 # --- finding the packages ------------------------------------------------------------------------------------------
 
 
-def _depends_on_evopolicygym(pyproject: Path) -> tuple[bool, dict[str, Any]]:
-    try:
-        data = tomllib.loads(pyproject.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False, {}
-    project = data.get("project", {})
-    if project.get("name") == "evopolicygym":
-        return False, data  # the kernel itself
-    for requirement in project.get("dependencies", []) or []:
-        match = _REQUIREMENT_NAME.match(str(requirement))
-        if match and re.sub(r"[-_.]+", "-", match.group(1)).lower() == "evopolicygym":
-            return True, data
-    return False, data
-
-
-def _module_of(root: Path, data: dict[str, Any]) -> str:
-    """The import package a package's wheel ships: hatch's `packages = ["src/NAME"]`, else the one directory of src/."""
-    wheel = data.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
-    for entry in wheel.get("packages", []) or []:
-        name = Path(str(entry)).name
-        if name:
-            return name
-    source = root / "src"
-    found = sorted(p.name for p in source.iterdir() if p.is_dir() and (p / "__init__.py").is_file()) if source.is_dir() else []
-    return found[0] if found else re.sub(r"[^A-Za-z0-9_]", "_", root.name)
-
-
 def find_packages(checkout: Path, max_depth: int = MAX_DEPTH) -> list[SweepPackage]:
-    """Return the EvoPolicyGym packages of checkout, sorted by path.
-
-    Searched: checkout/environments when it exists, else checkout itself (which may be one package), at most
-    max_depth levels down. A package is a directory whose pyproject.toml lists `evopolicygym` among its dependencies;
-    the kernel's own pyproject.toml (name evopolicygym) is none, nothing below a directory holding a pyproject.toml is
-    searched, and hidden, symlinked, virtual environment and build directories are skipped.
+    """Return the EvoPolicyGym packages of checkout, sorted by path: the catalogue's (`find_package_dirs`, the kernel's
+    own pyproject.toml and our packages left out) in checkout/environments when it exists, else in checkout itself
+    (which may be one package), at most max_depth levels down. Raises CatalogueError for a package it cannot read.
     """
+    from orchestrator.images.catalogue import find_package_dirs, load_package
+
     base = checkout / "environments" if (checkout / "environments").is_dir() else checkout
-    is_package, data = _depends_on_evopolicygym(base / "pyproject.toml") if (base / "pyproject.toml").is_file() else (False, {})
-    if is_package:
-        return [SweepPackage(root=base, path=base.name, family=base.name, module=_module_of(base, data))]
     found: list[SweepPackage] = []
-    pending = [(base, 0)]
-    while pending:
-        directory, depth = pending.pop()
-        for child in sorted(directory.iterdir()):
-            if child.name.startswith(".") or child.name in _SKIPPED_DIRS or child.is_symlink() or not child.is_dir():
-                continue
-            pyproject = child / "pyproject.toml"
-            is_package, data = _depends_on_evopolicygym(pyproject) if pyproject.is_file() else (False, {})
-            if is_package:
-                relative = child.relative_to(base)
-                family = relative.parts[0] if len(relative.parts) > 1 else relative.name
-                found.append(SweepPackage(root=child, path=relative.as_posix(), family=family, module=_module_of(child, data)))
-            elif depth + 1 < max_depth and not pyproject.is_file():
-                pending.append((child, depth + 1))
+    for root in find_package_dirs(base, max_depth):
+        package = load_package(root)
+        if package.evopolicygym is None:
+            continue
+        relative = root.relative_to(base) if root != base else Path(base.name)
+        family = relative.parts[0] if len(relative.parts) > 1 else relative.name
+        found.append(SweepPackage(root=root, path=relative.as_posix(), family=family, module=package.table.module))
     return sorted(found, key=lambda package: package.path)
 
 
@@ -465,7 +426,12 @@ def sweep(
     """
     json_mode(as_json)
     out_dir = out_dir or Path("evopolicygym-sweep")
-    packages = selected(find_packages(checkout), only or ())
+    from orchestrator.images.catalogue import CatalogueError
+
+    try:
+        packages = selected(find_packages(checkout), only or ())
+    except CatalogueError as exc:
+        fail(str(exc))
     if not packages:
         fail(f"no EvoPolicyGym package in {checkout}" + (f" matches {', '.join(only)}" if only else "")
              + " (a directory whose pyproject.toml depends on evopolicygym)")

@@ -83,8 +83,13 @@ class Program:
 
 def program_digest(files: list[ProgramFile] | tuple[ProgramFile, ...]) -> str:
     """Return the digest of files: independent of their order, of mtimes and of the file system."""
-    hasher = hashlib.sha256()
-    hasher.update(f"epg-program\0abi={ABI_VERSION}\0".encode())
+    return files_digest(files, f"epg-program\0abi={ABI_VERSION}\0".encode())
+
+
+def files_digest(files: list[ProgramFile] | tuple[ProgramFile, ...], domain: bytes) -> str:
+    """Return "sha256:" and the hex SHA-256 of files under domain (what they are: a Program, a skill), each file's path
+    and bytes length-prefixed: independent of their order, of mtimes and of the file system."""
+    hasher = hashlib.sha256(domain)
     for item in sorted(files, key=lambda f: f.path.encode()):
         path = item.path.encode()
         hasher.update(len(path).to_bytes(8, "little"))

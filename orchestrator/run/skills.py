@@ -9,13 +9,12 @@ directory's own; the task text lists them and run.json records each name and dig
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.kernel.program import SAFE_DIR_FLAGS, ProgramError, ProgramFile, ProgramLimits, _Walk
+from orchestrator.kernel.program import SAFE_DIR_FLAGS, ProgramError, ProgramFile, ProgramLimits, _Walk, files_digest
 
 SKILL_FILE = "SKILL.md"
 MOUNT_ROOT = "/epg/skills"
@@ -47,14 +46,7 @@ class StoredSkill:
 
 def skill_digest(files: list[ProgramFile] | tuple[ProgramFile, ...]) -> str:
     """The digest of a skill's files: independent of their order, mtimes and file system; another domain than Programs'."""
-    hasher = hashlib.sha256(b"epg-skill\0")
-    for item in sorted(files, key=lambda f: f.path.encode()):
-        path = item.path.encode()
-        hasher.update(len(path).to_bytes(8, "little"))
-        hasher.update(path)
-        hasher.update(len(item.data).to_bytes(8, "little"))
-        hasher.update(item.data)
-    return "sha256:" + hasher.hexdigest()
+    return files_digest(files, b"epg-skill\0")
 
 
 def read_skill(directory: Path, limits: ProgramLimits = SKILL_LIMITS) -> tuple[str, tuple[ProgramFile, ...]]:
