@@ -247,6 +247,9 @@ def test_a_two_agent_suite_on_their_packages_ranks_the_agents_and_keeps_each_run
     stored = suite_dir / "runs" / "epg-test-stdlib-counter-v1--uniform--r0" / "programs" / uniform["final"]["program_digest"].removeprefix("sha256:")
     assert (stored / "policy.py").read_bytes() == random_policy.read_bytes()
 
+    checked = invoke_cli("spec", "check", str(run_dir / "spec.yaml"), "--environments", str(PACKAGES), "--json", scope=scope)
+    assert (checked.exit_code, checked.json()["valid"], checked.json()["problems"]) == (0, True, []), checked.stdout
+
     page = tmp_path / "report.html"
     reported = invoke_cli("runs", "report", str(run_dir), "--html", str(page), "--json", scope=scope)
     assert reported.exit_code == 0, reported.stderr
