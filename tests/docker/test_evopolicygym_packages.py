@@ -86,19 +86,18 @@ def _evaluate(program: Path, benchmark: str, out: Path, scope: str, *, episodes:
     return evaluation
 
 
-def test_env_test_passes_every_check_of_each_package_in_its_image(built, engine, scope):
-    for module, image in IMAGES.items():
-        result = invoke_cli("env", "test", str(PACKAGES / module), "-n", "2", "--json", scope=scope)
-        assert result.exit_code == 0, f"{module}: {result.stdout[-3000:]} {result.stderr[-3000:]}"
-        report = result.json()
-        assert report["image"] == built[image], (module, report["image"])
-        assert (report["ok"], report["finished"], sorted(report["benchmarks"])) == (True, True, sorted(BENCHMARKS[module])), module
-        failed = [check for check in report["checks"] if not (check["ok"] and check["finished"])]
-        assert failed == [], module
-        # every Benchmark of the image was checked, its baseline run through the sandbox among the checks
-        for benchmark in BENCHMARKS[module]:
-            names = [check["name"] for check in report["checks"] if check["benchmark"] == benchmark]
-            assert "spec is complete and encodable" in names and any(n.startswith("baseline runs through the sandbox") for n in names), (benchmark, names)
+@pytest.mark.parametrize("module", list(IMAGES))
+def test_env_test_passes_every_check_of_the_package_in_its_image(module, built, engine, scope):
+    result = invoke_cli("env", "test", str(PACKAGES / module), "-n", "2", "--json", scope=scope)
+    assert result.exit_code == 0, f"{result.stdout[-3000:]} {result.stderr[-3000:]}"
+    report = result.json()
+    assert report["image"] == built[IMAGES[module]]
+    assert (report["ok"], report["finished"], sorted(report["benchmarks"])) == (True, True, sorted(BENCHMARKS[module]))
+    assert [check for check in report["checks"] if not (check["ok"] and check["finished"])] == []
+    # every Benchmark of the image was checked, its baseline run through the sandbox among the checks
+    for benchmark in BENCHMARKS[module]:
+        names = [check["name"] for check in report["checks"] if check["benchmark"] == benchmark]
+        assert "spec is complete and encodable" in names and any(n.startswith("baseline runs through the sandbox") for n in names), (benchmark, names)
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
 
 
