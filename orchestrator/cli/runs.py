@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Optional
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, usage, with_built_benchmarks
 from orchestrator.cli.options import AllowCredential, Base, Environments, Json, Scope, credential_grants, environment_roots
 from orchestrator.cli.run import image_checker, require_backend
 from orchestrator.cli.terminal import one_line
@@ -62,7 +62,10 @@ def spec_check(
     require_backend(spec)
     spec = with_grants(spec, credential_grants(allow_credential))
     try:
-        problems = preflight(spec, spec_file.resolve().parent, discover(environment_roots(environments)), image_exists=image_checker(spec))
+        packages = discover(environment_roots(environments))
+        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
+            packages = with_built_benchmarks("auto", environments, packages)
+        problems = preflight(spec, spec_file.resolve().parent, packages, image_exists=image_checker(spec))
     except CatalogueError as exc:
         problems = [f"benchmark: {exc}"]
     except InfrastructureError as exc:

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage
+from orchestrator.cli.common import ExitCode, err, fail, fail_infrastructure, json_mode, out, print_json, require_extra, usage, with_built_benchmarks
 from orchestrator.cli.options import AllowCredential, Base, Environments, Json, OutputDir, Scope, credential_grants, environment_roots
 from orchestrator.cli.run import image_checker, require_backend
 from orchestrator.cli.terminal import one_line
@@ -79,7 +79,7 @@ def run(
     else:
         assert suite_file is not None  # one of the two is given (above)
         suite = _load(suite_file)
-        directory = SuiteDirectory(_create(suite_file, suite, output, roots, grants))
+        directory = SuiteDirectory(_create(suite_file, suite, output, roots, grants, base, environments))
     options = SchedulerOptions(runs_at_once=runs_at_once or suite.runs_at_once, base=base, environments=roots, scope=scope,
                             allow_credentials=tuple(str(grant) for grant in grants))
     _build_images(directory, base, roots)
@@ -113,9 +113,9 @@ def _load(path: Path, text: str | None = None) -> SuiteSpec:
 
 
 def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list[Path] | None,
-            grants: list[CredentialGrant]) -> Path:
-    """Plan the suite, check every Run as `run` would (with the credentials granted), and write the suite directory;
-    return it."""
+            grants: list[CredentialGrant], base: str, environments: list[Path] | None) -> Path:
+    """Plan the suite, check every Run as `run` would (with the credentials granted, an EvoPolicyGym package's
+    Benchmarks named by its built image's label), and write the suite directory; return it."""
     from orchestrator.images.catalogue import CatalogueError, discover
     from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
     from orchestrator.run.relay_setup import with_grants
@@ -125,6 +125,8 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
     spec_dir = suite_file.resolve().parent
     try:
         packages = discover(roots)
+        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
+            packages = with_built_benchmarks(base, environments, packages)
         plan = plan_suite(suite, spec_dir, packages)
         for planned in plan:
             require_backend(planned.spec)

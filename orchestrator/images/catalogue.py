@@ -135,7 +135,10 @@ class EnvironmentPackage(BaseModel):
 
     @property
     def random_dir(self) -> Path:
-        """The package's uniform-random Program (the `random` agent submits it), by convention `random/`."""
+        """The package's uniform-random Program (the `random` agent submits it): by convention `random/` in ours, and
+        `src/MODULE/programs/random/` beside the baseline in an EvoPolicyGym package."""
+        if self.evopolicygym is not None:
+            return self.module_dir / "programs" / "random"
         return self.root / "random"
 
     @property

@@ -624,6 +624,34 @@ def test_discovery_finds_profiles_in_a_table_a_literal_field_or_an_exported_tupl
     assert construct("discovery_shapes:Suffix?profile=symbolic").spec.id == "shapes/suffix-symbolic"
 
 
+def test_discovery_takes_the_profiles_of_a_tuple_the_package_exports_as_plain_profiles(tmp_path, monkeypatch):
+    package = tmp_path / "plain_profiles"
+    package.mkdir()
+    (package / "__init__.py").write_text(_SHAPES["__init__.py"].split("class Plain")[0].replace(
+        "from .config import GAME_PROFILES, GameConfig, SuffixConfig, TableConfig", """
+from dataclasses import dataclass
+
+PROFILES = ("calm", "stormy")
+
+
+@dataclass(frozen=True)
+class Config:
+    profile: str = PROFILES[0]
+""") + """
+class Weather(_Base):
+    def __init__(self, config: Config | None = None):
+        super().__init__("plain/" + (config or Config()).profile)
+
+
+__all__ = ["PROFILES", "Config", "Weather"]
+""")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problems: list[str] = []
+    assert [(row["entry"], row["id"], row["profile"]) for row in discover("plain_profiles", problems)] == [
+        ("plain_profiles:Weather", "plain/calm", "calm"), ("plain_profiles:Weather?profile=stormy", "plain/stormy", "stormy")]
+    assert problems == []
+
+
 def test_the_discover_command_prints_the_list_as_json():
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([*SEARCH_PATH, str(REPO / "sdk"), str(REPO)])}
     done = subprocess.run([sys.executable, "-m", "epg_sdk.evopolicygym", "discover", "toy_walk"], capture_output=True, text=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.agents.random_program import next_count
-from orchestrator.images.catalogue import discover, resolve_benchmark
+from orchestrator.images.catalogue import discover, load_package, resolve_benchmark
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.agent_container import PLAN_DIR, agent_command, prepare_plan
 from orchestrator.run.spec import RandomAgent, RunSpec
@@ -37,6 +37,13 @@ def test_the_host_copies_the_benchmark_packages_random_program_into_the_agents_p
     # A resumed Run finds it there and copies nothing again.
     copied.write_text("# kept\n")
     assert prepare_plan(spec, tmp_path, records, Path("/nonexistent")) == plan and copied.read_text() == "# kept\n"
+
+
+def test_an_evopolicygym_packages_random_program_is_the_one_beside_its_baseline():
+    root = Path(__file__).resolve().parents[1] / "data" / "evopolicygym" / "stdlib_counter"
+    package = load_package(root)
+    assert package.random_dir == root / "src" / "stdlib_counter" / "programs" / "random"
+    assert package.random_dir.parent == package.baseline_dir.parent and (package.random_dir / "policy.py").is_file()
 
 
 def test_it_asks_for_what_the_budget_can_pay_and_nothing_without_submissions():

@@ -7,9 +7,9 @@ An entry names one: `module:Attribute` calls Attribute (a class or a factory)
 with no argument; `module:Attribute?profile=NAME` constructs the class with its
 config whose profile field is NAME. The profile field is the config's
 `profile`, else its one field ending in `_profile`, else its one str field
-whose default is in a `*_PROFILES` tuple of the package (Atari's `game`).
-The profiles listed for a class come from the first of these that holds the
-field's default: a `*_PROFILES` tuple the package exports, the `Literal` values
+whose default is in a `*_PROFILES` (or `PROFILES`) tuple of the package (Atari's
+`game`). The profiles listed for a class come from the first of these that holds
+the field's default: a `*_PROFILES` or `PROFILES` tuple the package exports, the `Literal` values
 of the field's annotation, the `_PROFILES` table of the config's module.
 """
 
@@ -104,7 +104,7 @@ def _exported_profile_tuples(package: ModuleType) -> list[tuple[str, ...]]:
     found = []
     for name in dir(package):
         value = getattr(package, name)
-        if name.endswith("_PROFILES") and isinstance(value, tuple) and value and all(isinstance(item, str) for item in value):
+        if (name == "PROFILES" or name.endswith("_PROFILES")) and isinstance(value, tuple) and value and all(isinstance(item, str) for item in value):
             found.append(value)
     return found
 
