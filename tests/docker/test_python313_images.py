@@ -3,7 +3,7 @@ and an EvoPolicyGym package (Python 3.12+ syntax) whose Benchmarks are discovere
 
 The images are built once per test run (this module's fixture), on a base bootstrapped from Debian trixie where no
 registry answers. The EvoPolicyGym package is the stdlib counter of tests/data/evopolicygym, copied beside a Python 3.13
-copy of our CartPole: its image is the one tests/docker/test_evopolicygym_packages.py builds (the same inputs, one tag).
+copy of our CartPole: its image is the one tests/docker/test_evopolicygym_sandbox.py builds (the same inputs, one tag).
 """
 from __future__ import annotations
 

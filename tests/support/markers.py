@@ -35,7 +35,7 @@ MARKED: dict[str, tuple[str, ...]] = {
         "tests/docker/test_ci_workflow.py",
         "tests/docker/test_tutorial.py",
         "tests/docker/test_env_test.py",
-        "tests/docker/test_evopolicygym_packages.py",
+        "tests/docker/test_evopolicygym_sandbox.py",
         "tests/docker/test_feedback_access.py",
         "tests/docker/test_hostile_agents.py",
         "tests/docker/test_registry.py",

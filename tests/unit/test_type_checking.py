@@ -22,11 +22,11 @@ def _lint_recipe() -> list[str]:
     return recipe
 
 
-def test_make_lint_runs_mypy_in_strict_mode_on_the_orchestrator_and_the_sdk():
+def test_make_lint_runs_mypy_in_strict_mode_on_the_orchestrator_the_sdk_and_compat():
     assert "$(BIN)/ruff check ." in _lint_recipe() and "$(BIN)/mypy" in _lint_recipe()
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["strict"] is True and config["warn_unreachable"] is True
-    assert config["files"] == ["orchestrator", "sdk/epg_sdk"]
+    assert config["files"] == ["orchestrator", "sdk/epg_sdk", "compat/evopolicygym"]
     assert "ignore_missing_imports" not in config
     assert all("ignore_missing_imports" not in override for override in config.get("overrides", []))
 
