@@ -191,6 +191,8 @@ class DockerSandbox:
             nano_cpus=0,
             cpuset_cpus=lane.cpu,
             pids_limit=256,
+            # The root is read-only: a simulator that writes beside itself (ViZDoom's ./_vizdoom.ini) writes to /tmp.
+            working_dir="/tmp",
             hostname="runner",
             name=f"epg-runner-{self._labels.sandbox}-{lane.index}",
         )

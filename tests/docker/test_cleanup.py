@@ -37,7 +37,10 @@ def test_sandbox_leaves_no_container_even_when_policies_crash(open_sandbox, writ
         episode = sandbox.plan("train", 0, 1)[0]
         sandbox.run_episode(episode, capture_program(crashing))
         sandbox_id = sandbox.labels.sandbox
-        assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id, role="runner")})
+        runners = engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id, role="runner")})
+        assert runners
+        # Under its read-only root the runner works in its tmpfs, where a simulator writing beside itself can write.
+        assert runners[0].exec_run(["sh", "-c", "pwd && touch ./_written && ls ./_written"]).output.decode().split() == ["/tmp", "./_written"]
     assert engine.client.containers.list(all=True, filters={"label": selector(sandbox=sandbox_id)}) == []
 
 

@@ -125,6 +125,12 @@ def test_the_policy_sees_the_program_read_only_and_not_the_runner_socket():
     assert "exchange" in {m["name"] for m in runner["volumeMounts"]}
 
 
+def test_the_runner_works_in_its_writable_scratch_directory_under_a_read_only_root():
+    runner = _episode()["spec"]["containers"][0]
+    assert runner["securityContext"]["readOnlyRootFilesystem"] is True
+    assert runner["workingDir"] == "/tmp" and {"name": "runner-tmp", "mountPath": "/tmp"} in runner["volumeMounts"]
+
+
 def test_requests_equal_limits_give_the_sizes_asked_for():
     pod = episode_pod(name="x", labels=LABELS, images=IMAGES, policy=PolicyResources(memory_bytes=256 << 20, cpu_millis=500),
                       settings=SETTINGS)

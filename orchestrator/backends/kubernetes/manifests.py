@@ -154,6 +154,7 @@ def _runner_container(images: SandboxImages, settings: ClusterSettings, mounts: 
         # -O: Benchmarks validate actions before the simulator sees them (as in the Docker sandbox).
         "command": ["python3", "-O", "-m", "epg_sdk.runtime.runner", "--entry", images.benchmark_entry, "--exchange", EXCHANGE_MOUNT],
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "workingDir": "/tmp",  # a simulator that writes beside itself (ViZDoom's ./_vizdoom.ini) writes to its scratch
         "volumeMounts": [{"name": "exchange", "mountPath": EXCHANGE_MOUNT}, {"name": "runner-tmp", "mountPath": "/tmp"}, *mounts],
         "resources": _resources(settings.runner_memory_bytes, settings.runner_cpu_millis, settings.runner_ephemeral_bytes),
         "securityContext": _security_context(RUNNER_UID),
