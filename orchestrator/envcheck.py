@@ -217,7 +217,7 @@ def _labels(scope: str) -> dict[str, str]:
 def _run_in_image(engine: DockerEngine, image: str, command: tuple[str, ...], scope: str) -> tuple[int | None, str, str]:
     """Run command inside image (hardened: no network, read-only, non-root); return (exit code, stdout, all output)."""
     container = engine.start(ContainerSpec(image=image, command=command, labels=_labels(scope), user="10001:10001",
-                                           memory_bytes=2 * 1024**3, pids_limit=256))
+                                           memory_bytes=2 * 1024**3, pids_limit=256, working_dir="/tmp"))  # as the runner
     try:
         status = engine.exit_of(container, CHECK_TIMEOUT_S)
         stdout = engine.logs(container, stdout=True, stderr=False).decode("utf-8", "replace")
