@@ -41,10 +41,10 @@ def test_a_seed_outside_64_bits_is_refused():
             reproduction_policy_seed(seed, 0)
 
 
-@pytest.mark.skipif(not os.environ.get("EVOPOLICYGYM_CHECKOUT"), reason="set EVOPOLICYGYM_CHECKOUT to a checkout of EvoPolicyGym 0.3")
+@pytest.mark.skipif(not os.environ.get("EPG_EVOPOLICYGYM_CHECKOUT"), reason="set EPG_EVOPOLICYGYM_CHECKOUT to a checkout of EvoPolicyGym 0.3")
 def test_the_policy_seed_equals_the_reference_kernels_own_function():
     """Their function, taken from the checkout at test time (never copied here), run on the same values."""
-    source = Path(os.environ["EVOPOLICYGYM_CHECKOUT"], "src", "evopolicygym", "evaluation", "_service.py").read_text()
+    source = Path(os.environ["EPG_EVOPOLICYGYM_CHECKOUT"], "src", "evopolicygym", "evaluation", "_service.py").read_text()
     tree = ast.parse(source)
     wanted = [node for node in tree.body
               if (isinstance(node, ast.FunctionDef) and node.name == "_derive_policy_seed")
