@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from support.exact_values import evopolicygym_root
+from support.exact_values import assert_exactly_equal, evopolicygym_root
 
 from epg.v1 import values_pb2 as pb
 from epg_sdk.protocol.values import MAX_DEPTH, ValueCodecError, decode, decode_exact, encode, encode_exact, encode_exact_into
@@ -25,21 +25,6 @@ DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 def exact_round_trip(obj):
     return decode_exact(pb.Value.FromString(encode_exact(obj).SerializeToString()))
-
-
-def assert_exactly_equal(result, expected):
-    """Equal values of the very same classes, all the way down (1 == 1.0 == True and (1,) vs [1] do not pass)."""
-    assert type(result) is type(expected), (result, expected)
-    if type(expected) in (list, tuple):
-        assert len(result) == len(expected)
-        for got, want in zip(result, expected, strict=True):
-            assert_exactly_equal(got, want)
-    elif type(expected) is dict:
-        assert list(result) == list(expected)
-        for key in expected:
-            assert_exactly_equal(result[key], expected[key])
-    else:
-        assert result == expected
 
 
 def tensor_value(dtype: str, values: list) -> TensorValue:

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from support.exact_values import evopolicygym_root
+from support.exact_values import assert_exactly_equal, evopolicygym_root
 
 from epg.v1 import policy_pb2, runner_pb2
 from epg_sdk.protocol import values
@@ -106,19 +106,6 @@ def observe(observation: object) -> policy_pb2.PolicyFrame:
     return frame
 
 
-def assert_exactly_equal(result, expected):
-    assert type(result) is type(expected), (result, expected)
-    if type(expected) in (list, tuple):
-        assert len(result) == len(expected)
-        for got, want in zip(result, expected, strict=True):
-            assert_exactly_equal(got, want)
-    elif type(expected) is dict:
-        assert sorted(result) == sorted(expected)
-        for key in expected:
-            assert_exactly_equal(result[key], expected[key])
-    else:
-        assert result == expected
-
 
 def test_a_policy_v2_program_gets_its_context_and_observations_exact_and_its_actions_come_back_exact(runtime):
     from evopolicygym.policy import TensorValue
@@ -138,9 +125,9 @@ def test_a_policy_v2_program_gets_its_context_and_observations_exact_and_its_act
         assert answer.WhichOneof("kind") == "action", answer
         action = values.decode_exact(answer.action.value)
         assert action["seen"] == repr(observation)  # what act() received, tuples, ints and TensorValue included
-        assert_exactly_equal(action["echo"], observation)
+        assert_exactly_equal(action["echo"], observation, key_order=False)
         assert action["context"] == (True, OBSERVATION_SPACE, ACTION_SPACE, METADATA, PARAMETERS, POLICY_SEED)
-        assert_exactly_equal(action["context"][1:5], (OBSERVATION_SPACE, ACTION_SPACE, METADATA, PARAMETERS))
+        assert_exactly_equal(action["context"][1:5], (OBSERVATION_SPACE, ACTION_SPACE, METADATA, PARAMETERS), key_order=False)
         assert type(action["tensor"]) is TensorValue
         assert (action["tensor"].dtype, action["tensor"].shape, action["tensor"].data) == ("int16", (2, 1), b"\x01\x00\xff\xff")
         assert answer.action.value.map.entries["echo"].map.entries["grid"].list.items[0].WhichOneof("kind") == "tuple"
