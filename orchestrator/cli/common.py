@@ -118,13 +118,18 @@ def optional_module_missing(exc: ImportError) -> str | None:
     return root if root in EXTRAS else None
 
 
-def with_built_benchmarks(base: str, environments: list[Path] | None, packages: list[EnvironmentPackage]) -> list[EnvironmentPackage]:
-    """The catalogue's packages, an EvoPolicyGym package's with the Benchmarks its built image's label names (the
-    engine is asked; nothing is built). Without an engine, packages as they are (every EvoPolicyGym one not built), said
-    on stderr."""
+def with_built_benchmarks(base: str, environments: list[Path] | None) -> list[EnvironmentPackage]:
+    """The catalogue's packages (`discover` of environments' roots), an EvoPolicyGym package's with the Benchmarks its
+    built image's label names (the engine is asked only when there is one; nothing is built). Without an engine,
+    packages as they are (every EvoPolicyGym one not built), said on stderr. Raises CatalogueError."""
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.cli.options import environment_roots
     from orchestrator.images.builder import ImageBuilder
+    from orchestrator.images.catalogue import discover
+
+    packages = discover(environment_roots(environments))
+    if all(package.evopolicygym is None for package in packages):
+        return packages
 
     try:
         client = DockerEngine.connect(timeout_s=10).client

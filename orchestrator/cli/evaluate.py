@@ -86,7 +86,7 @@ def evaluate(
     from epg_sdk.runtime.episode_loop import EpisodeLimits
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
     from orchestrator.backends.settings import SandboxLimits, SandboxTuning
-    from orchestrator.images.catalogue import CatalogueError, discover, resolve_benchmark
+    from orchestrator.images.catalogue import CatalogueError, resolve_benchmark
     from orchestrator.records.atomic import write_json
     from orchestrator.records.feedback import evaluation_json, feedback_json, publish_feedback
     from orchestrator.records.provenance import timing, utc_now
@@ -113,9 +113,7 @@ def evaluate(
     )
     roots = environment_roots(environments)
     try:
-        packages = discover(roots)
-        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
-            packages = with_built_benchmarks(base, environments, packages)
+        packages = with_built_benchmarks(base, environments)  # their Benchmarks are named by their images' labels
         package, _, _ = resolve_benchmark(benchmark, packages)
     except CatalogueError as exc:
         fail(str(exc))

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.common import ExitCode, fail, fail_infrastructure, json_mode, out, print_json, require_extra, with_built_benchmarks
-from orchestrator.cli.options import Backend, Base, Environments, Json, KubeContext, KubeNamespace, environment_roots
+from orchestrator.cli.options import Backend, Base, Environments, Json, KubeContext, KubeNamespace
 from orchestrator.kernel.infrastructure import InfrastructureError
 
 if TYPE_CHECKING:
@@ -83,13 +83,11 @@ def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) ->
 def benchmarks(environments: Environments = None, base: Base = "auto", as_json: Json = False) -> None:
     """List the benchmarks of the environment packages; an EvoPolicyGym package's once its image is built (its
     Benchmarks are discovered inside it), `(not built)` before."""
-    from orchestrator.images.catalogue import CatalogueError, discover  # with pydantic: loaded by the command, not by --help
+    from orchestrator.images.catalogue import CatalogueError  # with pydantic: loaded by the command, not by --help
 
     json_mode(as_json)
     try:
-        packages = discover(environment_roots(environments))
-        if any(package.evopolicygym is not None for package in packages):
-            packages = with_built_benchmarks(base, environments, packages)
+        packages = with_built_benchmarks(base, environments)  # their Benchmarks are named by their images' labels
     except CatalogueError as exc:
         fail(str(exc))
     rows: list[dict[str, Any]] = [{"id": benchmark_id, "entry": entry, "aliases": list(package.table.aliases_of(benchmark_id)), "image": package.image,

@@ -44,7 +44,7 @@ def run(
     """
     # Loaded here, not with the CLI: --help and every other command would pay for them (the engine's client, grpc,
     # pydantic, the relay's HTTP client).
-    from orchestrator.images.catalogue import CatalogueError, discover
+    from orchestrator.images.catalogue import CatalogueError
     from orchestrator.records.models import RunManifest
     from orchestrator.records.run_dir import RunDirectory
     from orchestrator.run.driver import ParametersChanged, RunDriver, RunOptions
@@ -65,9 +65,7 @@ def run(
     spec = with_grants(spec, credential_grants(allow_credential))
     roots = environment_roots(environments)
     try:
-        packages = discover(roots)
-        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
-            packages = with_built_benchmarks(base, environments, packages)
+        packages = with_built_benchmarks(base, environments)  # their Benchmarks are named by their images' labels
     except CatalogueError as exc:
         fail(str(exc))
     try:

@@ -48,7 +48,7 @@ def spec_check(
     3 the engine did not answer (asked only when the spec names an agent image of its own).
     """
     # With pydantic and the relay's HTTP client: loaded by the commands that use them, not by --help.
-    from orchestrator.images.catalogue import CatalogueError, discover
+    from orchestrator.images.catalogue import CatalogueError
     from orchestrator.run.preflight import preflight
     from orchestrator.run.relay_setup import RelayConfigError, credential_routes, with_grants
     from orchestrator.run.spec import SpecError, load_spec
@@ -62,9 +62,7 @@ def spec_check(
     require_backend(spec)
     spec = with_grants(spec, credential_grants(allow_credential))
     try:
-        packages = discover(environment_roots(environments))
-        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
-            packages = with_built_benchmarks("auto", environments, packages)
+        packages = with_built_benchmarks("auto", environments)  # their Benchmarks are named by their images' labels
         problems = preflight(spec, spec_file.resolve().parent, packages, image_exists=image_checker(spec))
     except CatalogueError as exc:
         problems = [f"benchmark: {exc}"]

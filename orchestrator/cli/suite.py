@@ -116,7 +116,7 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
             grants: list[CredentialGrant], base: str, environments: list[Path] | None) -> Path:
     """Plan the suite, check every Run as `run` would (with the credentials granted, an EvoPolicyGym package's
     Benchmarks named by its built image's label), and write the suite directory; return it."""
-    from orchestrator.images.catalogue import CatalogueError, discover
+    from orchestrator.images.catalogue import CatalogueError
     from orchestrator.run.preflight import preflight  # loaded here, as `run` does: it brings the relay's HTTP client
     from orchestrator.run.relay_setup import with_grants
     from orchestrator.suite.directory import SuiteDirectory
@@ -124,9 +124,7 @@ def _create(suite_file: Path, suite: SuiteSpec, output: Path | None, roots: list
 
     spec_dir = suite_file.resolve().parent
     try:
-        packages = discover(roots)
-        if any(found.evopolicygym is not None for found in packages):  # their Benchmarks are named by their images' labels
-            packages = with_built_benchmarks(base, environments, packages)
+        packages = with_built_benchmarks(base, environments)  # their Benchmarks are named by their images' labels
         plan = plan_suite(suite, spec_dir, packages)
         for planned in plan:
             require_backend(planned.spec)
