@@ -18,6 +18,11 @@ from orchestrator.kernel.ports import BenchmarkInfo
 # the host's; registered with the engine by scripts/ensure-docker.sh).
 ContainerRuntime = Literal["runc", "runsc"]
 RUNTIMES: tuple[str, ...] = get_args(ContainerRuntime)
+# How each Episode is isolated: a policy container of its own ("container", the default), or a sandbox of fresh
+# namespaces forked inside its lane's hardened container from a runtime that has already imported everything
+# ("forked"; ARCHITECTURE.md, "Forked Episode sandboxes").
+SandboxIsolation = Literal["container", "forked"]
+ISOLATIONS: tuple[str, ...] = get_args(SandboxIsolation)
 
 
 def default_concurrency() -> int:
@@ -69,13 +74,15 @@ class SandboxTuning:
     the ones beyond as it goes.
 
     runtime is the OCI runtime of the untrusted containers (policy and agent);
-    the trusted environment runner always runs under runc.
+    the trusted environment runner always runs under runc. isolation is how each Episode is isolated
+    (SandboxIsolation).
     """
 
     concurrency: int = 0
     pool_size: int = 16
     starters: int = 2
     runtime: ContainerRuntime = "runc"
+    isolation: SandboxIsolation = "container"
     episodes: int = 0
     keep_used: int = 64
 
