@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import shutil
 import socket
 import struct
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,8 +44,8 @@ from epg.v1 import policy_pb2, runner_pb2, runner_pb2_grpc  # noqa: E402
 from epg.v1 import values_pb2 as pb  # noqa: E402
 from epg_sdk import benchmark as sdk  # noqa: E402
 from epg_sdk.checks import check_benchmark  # noqa: E402
-from epg_sdk.evopolicygym import EntryError, EvoPolicyGymBenchmark, construct, discover, parse_entry  # noqa: E402
-from epg_sdk.evopolicygym.adapter import EvidenceError, decode_episode  # noqa: E402
+from epg_sdk.evopolicygym import EntryError, EvoPolicyGymBenchmark, adapter, construct, discover, parse_entry  # noqa: E402
+from epg_sdk.evopolicygym.adapter import EvidenceError, decode_episode, decode_evidence  # noqa: E402
 from epg_sdk.evopolicygym.exact import decode_exact, encode_exact  # noqa: E402
 from epg_sdk.outcomes import ContainerExit, classify_episode  # noqa: E402
 from epg_sdk.protocol import values  # noqa: E402
@@ -379,14 +381,14 @@ def test_the_whole_trajectory_reaches_their_feedback_through_the_runner(runner_s
 
 
 def test_evidence_over_its_bound_is_dropped_with_a_reason_and_their_feedback_is_refused(monkeypatch):
-    monkeypatch.setattr(episode_loop, "EVIDENCE_LIMIT_BYTES", 600)
+    monkeypatch.setattr(episode_loop, "EVIDENCE_LIMIT_BYTES", 100)  # the toy walk compresses to a few hundred bytes
     benchmark = toy("long")
     (payload,) = benchmark.plan("train", 0, 1)
     record, _ = run_episode(benchmark, payload, [1])
     assert record.outcome == runner_pb2.RUNNER_OUTCOME_COMPLETED and record.steps == 6
     assert record.evidence == b""
-    assert values.decode(record.summary) == {"evidence_error": "EvidenceError: evidence over 600 bytes was dropped"}
-    with pytest.raises(EvidenceError, match=r"Episode 0 has no evidence \(EvidenceError: evidence over 600 bytes was dropped\)"):
+    assert values.decode(record.summary) == {"evidence_error": "EvidenceError: evidence over 100 bytes was dropped"}
+    with pytest.raises(EvidenceError, match=r"Episode 0 has no evidence \(EvidenceError: evidence over 100 bytes was dropped\)"):
         build_feedback(benchmark, [record])
 
 
@@ -423,7 +425,8 @@ class _BigFrames(ToyWalkBenchmark):
 
         def big_step(action: Any) -> Step:
             result = step(action)
-            big = TensorValue(dtype="uint8", shape=(3 * 1024 * 1024,), data=b"\x01" * (3 * 1024 * 1024))
+            # random bytes: evidence is compressed, and these must stay above gRPC's default message size
+            big = TensorValue(dtype="uint8", shape=(3 * 1024 * 1024,), data=random.Random(action).randbytes(3 * 1024 * 1024))
             return Step(observation=result.observation, reward=result.reward, terminated=result.terminated,
                         truncated=result.truncated, metrics={**result.metrics, "frame": big})
 
@@ -442,6 +445,69 @@ def test_evidence_larger_than_grpcs_default_message_size_reaches_feedback(start_
     assert record.steps == 3 and len(record.evidence) > 9 * 1024 * 1024
     response = stub.BuildFeedback(runner_pb2.FeedbackRequest(records=[record]))
     assert decode_exact(response.values) == {"sizes": [3 * 1024 * 1024] * 3}
+
+
+class _GameFrames(ToyWalkBenchmark):
+    """The toy walk with a 230 KB frame of a game per step (mostly one colour): what compression is for."""
+
+    def make_environment(self, episode: EpisodeSpec) -> Any:
+        environment = super().make_environment(episode)
+        step = environment.step
+
+        def framed_step(action: Any) -> Step:
+            result = step(action)
+            pixels = bytearray(240 * 320 * 3)
+            pixels[1000:1300] = b"\xff" * 300  # a sprite
+            frame = TensorValue(dtype="uint8", shape=(240, 320, 3), data=bytes(pixels))
+            return Step(observation=result.observation, reward=result.reward, terminated=result.terminated,
+                        truncated=result.truncated, metrics={**result.metrics, "frame": frame})
+
+        environment.step = framed_step
+        return environment
+
+    def feedback(self, episodes: Any) -> Feedback:
+        frames = [t.step.metrics["frame"] for r in episodes for t in r.transitions]
+        return Feedback(score=float(len(frames)), content={"ok": all(f.data[1000] == 255 and f.data[999] == 0 for f in frames)})
+
+
+def test_evidence_is_compressed_as_it_is_recorded_and_read_back_whole():
+    benchmark = EvoPolicyGymBenchmark(_GameFrames())
+    (payload,) = benchmark.plan("train", 0, 1)
+    record, _ = run_episode(benchmark, payload, [1])
+    assert record.steps == 3
+    assert 0 < len(record.evidence) < 3 * 240 * 320 * 3 // 50  # three raw frames are 691,200 bytes
+    feedback = build_feedback(benchmark, [record])
+    assert feedback.score == 3.0 and decode_exact(feedback.values) == {"ok": True}
+
+
+def test_evidence_that_would_grow_past_its_decoded_bound_is_dropped_when_recorded(monkeypatch):
+    monkeypatch.setattr(adapter, "EVIDENCE_DECODED_LIMIT_BYTES", 500_000)  # under three 230 KB frames
+    benchmark = EvoPolicyGymBenchmark(_GameFrames())
+    (payload,) = benchmark.plan("train", 0, 1)
+    record, _ = run_episode(benchmark, payload, [1])
+    assert record.evidence == b""
+    assert values.decode(record.summary) == {"evidence_error": "EvidenceError: evidence over 500000 bytes before compression was dropped"}
+
+
+@pytest.mark.parametrize(("mangle", "problem"), [
+    (lambda data: data[: len(data) // 2], "evidence is truncated"),
+    (lambda data: data + b"more", "evidence has bytes past its end"),
+    (lambda data: b"not zlib at all", "malformed evidence"),
+    (lambda data: zlib.compress(b"\x00\x00\x00\x05abc"), "evidence is truncated|malformed evidence"),
+])
+def test_evidence_the_adapter_did_not_write_is_refused(mangle, problem):
+    benchmark = toy("long")
+    (payload,) = benchmark.plan("train", 0, 1)
+    record, _ = run_episode(benchmark, payload, [1])
+    assert decode_evidence(record.evidence, adapter._their_types())["transitions"]
+    with pytest.raises(EvidenceError, match=problem):
+        decode_evidence(mangle(record.evidence), adapter._their_types())
+
+
+def test_evidence_decompressing_past_its_bound_is_refused(monkeypatch):
+    monkeypatch.setattr(adapter, "EVIDENCE_DECODED_LIMIT_BYTES", 1000)
+    with pytest.raises(EvidenceError, match="evidence grows past 1000 bytes"):
+        decode_evidence(zlib.compress(b"\x00" * 10_000_000), adapter._their_types())
 
 
 # Feedback

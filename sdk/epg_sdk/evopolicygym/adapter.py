@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import math
 import struct
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +24,11 @@ from epg_sdk.evopolicygym.exact import decode_exact, encode_exact
 from epg_sdk.protocol.values import ValueCodecError
 
 PROGRAM_ABI = "policy/v2"
-EVIDENCE_FORMAT = "epg-evidence/v1"
+EVIDENCE_FORMAT = "epg-evidence/v2"
+# Evidence is a zlib stream, compressed as the Episode goes (level 1: frames of a game shrink 10 to 50 times at a
+# few hundred MB/s); what it may grow back to when the runner reads it for their feedback is bounded too.
+EVIDENCE_COMPRESSION_LEVEL = 1
+EVIDENCE_DECODED_LIMIT_BYTES = 1 << 30
 # What their feedback sees for each of our failure codes. Their kernel knows four: a policy process that dies
 # without answering (killed for memory, crashed) is a "protocol_error" there, so out_of_memory and crashed map to it.
 FAILURE_CODES: dict[str, str] = {
@@ -140,8 +145,9 @@ class EvoPolicyGymBenchmark(Benchmark):
 class RecordingEnvironment:
     """Their Environment for one Episode, stepping as ours and recording every transition as evidence.
 
-    Each transition is encoded as it happens (the Environment's time, never the policy's), so the evidence is
-    bounded: past limit_bytes recording stops and evidence() raises EvidenceError saying so.
+    Each transition is encoded and compressed as it happens (the Environment's time, never the policy's), so the
+    evidence is bounded: past limit_bytes of compressed evidence, or EVIDENCE_DECODED_LIMIT_BYTES before
+    compression, recording stops and evidence() raises EvidenceError saying so.
     """
 
     def __init__(self, environment: Any, payload: bytes, types: Any, limit_bytes: int | None = None) -> None:
@@ -152,19 +158,31 @@ class RecordingEnvironment:
         self._payload = payload
         self._limit = EVIDENCE_LIMIT_BYTES if limit_bytes is None else limit_bytes
         self._chunks: list[bytes] = []
-        self._size = 0
-        self._overflow = False
+        self._size = 0  # compressed bytes so far
+        self._decoded = 0  # the same before compression
+        self._compressor = zlib.compressobj(EVIDENCE_COMPRESSION_LEVEL)
+        self._overflow = ""
 
     def _record(self, value: Any) -> None:
         if self._overflow:
             return
         data = encode_exact(value).SerializeToString()
-        self._size += _LENGTH.size + len(data)
-        if self._size > self._limit:
-            self._overflow = True
-            self._chunks.clear()
+        self._decoded += _LENGTH.size + len(data)
+        if self._decoded > EVIDENCE_DECODED_LIMIT_BYTES:
+            self._drop(f"evidence over {EVIDENCE_DECODED_LIMIT_BYTES} bytes before compression was dropped")
             return
-        self._chunks.append(_LENGTH.pack(len(data)) + data)
+        chunk = self._compressor.compress(_LENGTH.pack(len(data)) + data)
+        self._size += len(chunk)
+        if self._size > self._limit:
+            self._drop(f"evidence over {self._limit} bytes was dropped")
+            return
+        if chunk:
+            self._chunks.append(chunk)
+
+    def _drop(self, why: str) -> None:
+        self._overflow = why
+        self._chunks.clear()
+        self._compressor = zlib.compressobj(EVIDENCE_COMPRESSION_LEVEL)
 
     def reset(self) -> Any:
         observation = self._environment.reset()
@@ -187,15 +205,18 @@ class RecordingEnvironment:
         return {}
 
     def evidence(self, *, policy_seed: int) -> bytes:
-        """The Episode's evidence: a header (format, the planned Episode, the policy seed), the initial
-        observation, then one entry per transition; each a length-prefixed `epg.v1.Value`.
+        """The Episode's evidence, one zlib stream: the initial observation, then one entry per transition, then a
+        trailer (format, the planned Episode, the policy seed); each a length-prefixed `epg.v1.Value`.
 
-        Raises EvidenceError when the trajectory outgrew the bound.
+        Raises EvidenceError when the trajectory outgrew a bound.
         """
         if self._overflow:
+            raise EvidenceError(self._overflow)
+        trailer = encode_exact({"format": EVIDENCE_FORMAT, "episode": self._payload, "policy_seed": policy_seed}).SerializeToString()
+        end = self._compressor.compress(_LENGTH.pack(len(trailer)) + trailer) + self._compressor.flush()
+        if self._size + len(end) > self._limit:
             raise EvidenceError(f"evidence over {self._limit} bytes was dropped")
-        header = encode_exact({"format": EVIDENCE_FORMAT, "episode": self._payload, "policy_seed": policy_seed}).SerializeToString()
-        return b"".join((_LENGTH.pack(len(header)), header, *self._chunks))
+        return b"".join((*self._chunks, end))
 
     def close(self) -> None:
         self._environment.close()
@@ -219,11 +240,18 @@ def decode_episode(payload: bytes, types: Any) -> Any:
 def decode_evidence(data: bytes, types: Any) -> dict[str, Any]:
     """Return the episode, policy_seed, initial_observation and transitions (their Transition values) of evidence.
 
-    Raises EvidenceError for evidence that evidence() did not write.
+    Raises EvidenceError for evidence that evidence() did not write, or that grows past
+    EVIDENCE_DECODED_LIMIT_BYTES.
     """
     entries = []
     position = 0
     try:
+        stream = zlib.decompressobj()
+        data = stream.decompress(data, EVIDENCE_DECODED_LIMIT_BYTES + 1)
+        if len(data) > EVIDENCE_DECODED_LIMIT_BYTES:
+            raise EvidenceError(f"evidence grows past {EVIDENCE_DECODED_LIMIT_BYTES} bytes")
+        if not stream.eof or stream.unused_data:
+            raise EvidenceError("evidence is truncated" if not stream.eof else "evidence has bytes past its end")
         while position < len(data):
             (length,) = _LENGTH.unpack_from(data, position)
             position += _LENGTH.size
@@ -233,11 +261,11 @@ def decode_evidence(data: bytes, types: Any) -> dict[str, Any]:
             message.ParseFromString(data[position:position + length])
             entries.append(decode_exact(message))
             position += length
-        header = entries[0] if entries else None
+        header = entries[-1] if entries else None
         if not isinstance(header, dict) or header.get("format") != EVIDENCE_FORMAT or len(entries) < 2:
             raise EvidenceError(f"evidence is not in the {EVIDENCE_FORMAT} format")
         transitions = []
-        for entry in entries[2:]:
+        for entry in entries[1:-1]:
             if not isinstance(entry, tuple) or len(entry) != 6:
                 raise EvidenceError(f"evidence is not in the {EVIDENCE_FORMAT} format")
             action, observation, reward, terminated, truncated, metrics = entry
@@ -246,12 +274,12 @@ def decode_evidence(data: bytes, types: Any) -> dict[str, Any]:
         return {
             "episode": decode_episode(header["episode"], types),
             "policy_seed": header["policy_seed"],
-            "initial_observation": entries[1],
+            "initial_observation": entries[0],
             "transitions": transitions,
         }
     except EvidenceError:
         raise
-    except (struct.error, ValueError, TypeError) as exc:
+    except (struct.error, zlib.error, ValueError, TypeError) as exc:
         raise EvidenceError(f"malformed evidence: {exc}") from None
 
 
