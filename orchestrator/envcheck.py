@@ -281,7 +281,7 @@ def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benc
     """The baseline Program through the real sandbox on target's image: every Episode must complete."""
     name = f"{BASELINE_CHECK} ({episodes} Episodes)"
     try:
-        baseline = _baseline_program(engine, target, held, baseline_dir, scope)
+        baseline = _baseline_program(engine, target, held, benchmark_id, baseline_dir, scope)
     except (ProgramError, InfrastructureError) as exc:  # not a Program, or the labelled directory is not in the image
         return EnvCheck(benchmark=benchmark_id, name=name, ok=False, detail=f"baseline Program: {exc.message}")
     if baseline is None:
@@ -300,12 +300,14 @@ def _baseline(engine: DockerEngine, builder: ImageBuilder, target: _Target, benc
     return EnvCheck(benchmark=benchmark_id, name=name, ok=not failures, detail=detail or f"score {evaluation.feedback.score:.3f}")
 
 
-def _baseline_program(engine: DockerEngine, target: _Target, held: _Held, baseline_dir: Path | None, scope: str) -> Program | None:
-    """The given baseline, else the catalogue package's, else the one in the image's BASELINE directory; None when none is known."""
+def _baseline_program(engine: DockerEngine, target: _Target, held: _Held, benchmark_id: str, baseline_dir: Path | None,
+                      scope: str) -> Program | None:
+    """The given baseline, else the catalogue package's for benchmark_id, else the one in the image's BASELINE directory;
+    None when none is known."""
     if baseline_dir is not None:
         return capture_program(baseline_dir)
-    if held.package is not None and held.package.baseline_dir.is_dir():
-        return capture_program(held.package.baseline_dir)
+    if held.package is not None and held.package.baseline_for(benchmark_id).is_dir():
+        return capture_program(held.package.baseline_for(benchmark_id))
     path = target.labels.get(BASELINE, "")
     if not path:
         return None

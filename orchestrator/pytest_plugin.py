@@ -352,9 +352,9 @@ def _baseline_feedback(request: pytest.FixtureRequest, state: _Session, image: s
     key = (image, package.root, benchmark_id)
     if key not in state.baselines:
         try:
-            baseline = capture_program(package.baseline_dir)
+            baseline = capture_program(package.baseline_for(benchmark_id))
         except ProgramError as exc:
-            pytest.fail(f"baseline Program {package.baseline_dir}: {exc.message}", pytrace=False)
+            pytest.fail(f"baseline Program {package.baseline_for(benchmark_id)}: {exc.message}", pytrace=False)
         episodes = int(_option(request.config, "epg_episodes") or 3)
         from orchestrator.images.recipes import policy_image_of
 

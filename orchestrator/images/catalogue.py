@@ -133,6 +133,18 @@ class EnvironmentPackage(BaseModel):
     def baseline_dir(self) -> Path:
         return self.root / self.table.baseline
 
+    def baseline_for(self, benchmark_id: str) -> Path:
+        """The baseline Program of one of the package's Benchmarks: baseline_dir, unless an EvoPolicyGym package ships
+        a Program `programs/NAME_baseline/` whose NAME, its underscores read as dashes, is part of the Benchmark's id
+        (Crafter's `local_symbolic_baseline` for `crafter/CrafterReward-v1/local-symbolic-v1/...`); the longest such
+        NAME wins."""
+        if self.evopolicygym is None:
+            return self.baseline_dir
+        named = [(name, name.removesuffix("_baseline").replace("_", "-")) for name in self.evopolicygym.programs
+                 if name.endswith("_baseline") and name != "_baseline"]
+        matching = sorted((len(key), name) for name, key in named if key.lower() in benchmark_id.lower())
+        return self.module_dir / "programs" / matching[-1][1] if matching else self.baseline_dir
+
     @property
     def random_dir(self) -> Path:
         """The package's uniform-random Program (the `random` agent submits it): by convention `random/` in ours, and

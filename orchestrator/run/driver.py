@@ -248,7 +248,7 @@ class RunDriver:
         labels = sandbox_labels(options.scope)
         try:
             if not options.resume:
-                self._create(package.baseline_dir)
+                self._create(package.baseline_for(self._benchmark_id))
             elif self._phase() is Phase.AGENT:
                 self._bound_workspace()
             self._record_provenance(engine, built, package, agent_image)

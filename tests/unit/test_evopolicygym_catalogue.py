@@ -172,6 +172,17 @@ def test_a_package_depending_on_evopolicygym_without_a_tool_epg_table_is_read_as
     assert package.evopolicygym.requirements == ("farama-notifications==0.0.6", "gymnasium==1.3.0", "mujoco==3.10.0", "numpy==2.3.0")
 
 
+def test_a_benchmark_gets_the_packaged_baseline_named_after_its_profile_and_the_others_the_baseline(tmp_path):
+    root = evopolicygym_package(tmp_path / "crafter", name="crafter", module="crafter_benchmarks", lock=None)
+    for name in ("local_symbolic_baseline", "local_baseline"):
+        _write(root / "src" / "crafter_benchmarks" / "programs" / name / "policy.py", "def make_policy(context):\n    return None\n")
+    package = load_package(root)
+    programs = root / "src" / "crafter_benchmarks" / "programs"
+    assert package.baseline_for("crafter/CrafterReward-v1/local-symbolic-v1/achievement-score-v1") == programs / "local_symbolic_baseline"
+    assert package.baseline_for("crafter/CrafterReward-v1/achievement-score-v1") == programs / "baseline" == package.baseline_dir
+    assert package.baseline_for("crafter/local-v2") == programs / "local_baseline"
+
+
 def test_without_a_uv_lock_an_evopolicygym_package_requires_its_pyproject_ranges(tmp_path):
     package = load_package(evopolicygym_package(tmp_path / "p", dependencies='"gymnasium>=1.2.2,<2", "pillow>=12"'))
     assert package.evopolicygym is not None and not package.evopolicygym.locked
