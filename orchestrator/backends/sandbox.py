@@ -2,7 +2,9 @@
 
 A lane is one environment runner container (one process: no GIL shared
 between lanes) with its own exchange directory; its policy containers run on
-the same CPU. Episodes of a batch are spread over the lanes and their results
+the same CPU. With forked isolation (tuning.isolation "forked") a lane also has
+a lane container whose zygote forks each Episode's sandbox instead
+(orchestrator.backends.zygote). Episodes of a batch are spread over the lanes and their results
 returned in job order, so Feedback does not depend on the concurrency.
 """
 
@@ -33,6 +35,7 @@ from orchestrator.backends.labels import LabelSet, selector
 from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
+from orchestrator.backends.zygote import ForkedSlot, LaneZygote, lane_spec
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -69,6 +72,7 @@ class _Lane:
     runner: Any = None
     channel: grpc.Channel | None = None
     stub: runner_pb2_grpc.EnvironmentRunnerStub | None = None
+    zygote: LaneZygote | None = None  # forked isolation only
 
 
 class DockerSandbox:
@@ -137,7 +141,7 @@ class DockerSandbox:
             self._programs.mkdir(mode=0o755)
             os.chmod(self._programs, 0o755)
             with ThreadPoolExecutor(max_workers=len(self._lanes)) as starting:
-                list(starting.map(self._start_runner, self._lanes))
+                list(starting.map(self._start_lane, self._lanes))
             self._container_pool = ContainerPool.for_tuning(self._tuning, lanes=len(self._lanes), start_slot=self._start_slot,
                                                             destroy=self._destroy_slot)
         except BaseException:
@@ -154,6 +158,9 @@ class DockerSandbox:
             self._container_pool.close()
             self._container_pool = None
         for lane in self._lanes:
+            if lane.zygote is not None:
+                lane.zygote.close()
+                lane.zygote = None
             if lane.channel is not None:
                 lane.channel.close()
                 lane.channel = None
@@ -163,8 +170,16 @@ class DockerSandbox:
         shutil.rmtree(self._root, ignore_errors=True)
 
     def _require_runtime(self) -> None:
-        """Raise InfrastructureError(ENGINE_UNAVAILABLE) when the engine lacks the requested runtime."""
+        """Raise InfrastructureError(ENGINE_UNAVAILABLE) when the engine lacks the requested runtime, or when forked
+        isolation is asked for under another runtime than runc."""
         runtime = self._tuning.runtime
+        if self._forked and runtime != "runc":
+            raise InfrastructureError(
+                InfraErrorCode.ENGINE_UNAVAILABLE,
+                f"forked isolation runs its lane containers under runc, not {runtime!r}: the sandboxes it forks need the "
+                "host kernel's user namespaces; choose sandbox isolation \"container\" to run policies under "
+                f"{runtime!r}",
+            )
         try:
             registered = set(self._engine.client.info().get("Runtimes") or {})
         except (DockerException, OSError) as exc:
@@ -176,9 +191,28 @@ class DockerSandbox:
                 "run scripts/ensure-docker.sh as root to install and register it",
             )
 
-    def _start_runner(self, lane: _Lane) -> None:
+    @property
+    def _forked(self) -> bool:
+        return self._tuning.isolation == "forked"
+
+    def _start_lane(self, lane: _Lane) -> None:
         lane.exchange.mkdir(mode=0o755)
         os.chmod(lane.exchange, 0o755)
+        self._start_runner(lane)
+        if self._forked:
+            self._start_zygote(lane)
+
+    def _start_zygote(self, lane: _Lane) -> None:
+        control = self._root / f"control{lane.index}"
+        control.mkdir(mode=0o777)
+        os.chmod(control, 0o777)  # the zygote (POLICY_UID) makes its socket here; the Host's 0700 root guards the path
+        spec = lane_spec(image=self._images.policy_runtime, labels=self._labels.for_role("lane"),
+                         name=f"epg-lane-{self._labels.sandbox}-{lane.index}", exchange=lane.exchange,
+                         programs=self._programs, control=control, limits=self._limits, cpu=lane.cpu,
+                         tail_bytes=self._limits.episode.output_tail_bytes)
+        lane.zygote = LaneZygote.start(self._engine, spec, control)
+
+    def _start_runner(self, lane: _Lane) -> None:
         spec = ContainerSpec(
             image=self._images.environment,
             # -O: Benchmarks validate actions before the simulator sees them, so
@@ -276,19 +310,37 @@ class DockerSandbox:
             if outcome is not RunnerOutcome.COMPLETED:
                 exit_status = self._exit_of(slot, outcome)
                 if not tail:
-                    tail = self._engine.logs_tail(slot.container, limits.output_tail_bytes)
+                    tail = self._tail_of(slot, limits.output_tail_bytes)
             return episode_outcome(job, record, outcome, exit_status, tail)
         finally:
             still_running = exit_status is None or exit_status.exit_code is None
             if outcome is not RunnerOutcome.COMPLETED and still_running:
-                self._engine.kill(slot.container)  # a misbehaving policy may still be burning CPU
+                self._kill(slot)  # a misbehaving policy may still be burning CPU
             self.container_pool.discard(slot)
 
     def _exit_of(self, slot: Slot, outcome: RunnerOutcome) -> ContainerExit:
-        if outcome is RunnerOutcome.POLICY_DISCONNECTED:
-            return self._engine.exit_of(slot.container, EXIT_WAIT_S)  # it is dying by itself: how?
-        self._engine.kill(slot.container)
+        if outcome is not RunnerOutcome.POLICY_DISCONNECTED:  # else it is dying by itself: how?
+            self._kill(slot)
+        if isinstance(slot.container, ForkedSlot):
+            return self._zygote_of(slot).exit_of(slot.container, EXIT_WAIT_S)
         return self._engine.exit_of(slot.container, EXIT_WAIT_S)
+
+    def _kill(self, slot: Slot) -> None:
+        if isinstance(slot.container, ForkedSlot):
+            self._zygote_of(slot).kill(slot.container)
+        else:
+            self._engine.kill(slot.container)
+
+    def _tail_of(self, slot: Slot, max_bytes: int) -> bytes:
+        """What the policy wrote to its descriptors 1 and 2, when the runtime could not report its own tail."""
+        if isinstance(slot.container, ForkedSlot):
+            return slot.container.tail[-max_bytes:] if max_bytes else b""
+        return self._engine.logs_tail(slot.container, max_bytes)
+
+    def _zygote_of(self, slot: Slot) -> LaneZygote:
+        zygote = self._lanes[slot.lane].zygote
+        assert zygote is not None, "a forked slot belongs to a lane with a zygote"
+        return zygote
 
     # slots ---------------------------------------------------------------------
 
@@ -304,11 +356,22 @@ class DockerSandbox:
         slot.program_dir.mkdir(mode=0o755)
         os.chmod(slot.program_dir, 0o755)
         self._call(lane, "PrepareSlot", runner_pb2.PrepareSlotRequest(slot=name), 30)
-        slot.container = self._engine.start(self._policy_spec(lane, slot))
+        if lane.zygote is not None:
+            budget = episode_budget_s(benchmark_limits(self._limits, self._benchmark))
+            slot.container = lane.zygote.spawn(name, cpu_seconds=int(budget) + 1)
+        else:
+            slot.container = self._engine.start(self._policy_spec(lane, slot))
         return slot
 
     def _destroy_slot(self, slot: Slot) -> None:
-        if slot.container is not None and not self._engine.remove(slot.container):
+        if isinstance(slot.container, ForkedSlot):
+            zygote = self._lanes[slot.lane].zygote
+            if zygote is not None:
+                try:
+                    zygote.forget(slot.container)
+                except InfrastructureError as exc:  # the zygote is gone, and its sandboxes with it (PDEATHSIG)
+                    log.error("forked sandbox %s: %s", slot.name, exc.message)
+        elif slot.container is not None and not self._engine.remove(slot.container):
             log.error("policy container %s could not be removed; `epg-orchestrate gc` will reap it", slot.container.short_id)
         shutil.rmtree(slot.program_dir, ignore_errors=True)
         shutil.rmtree(slot.io_dir, ignore_errors=True)
