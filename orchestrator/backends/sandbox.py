@@ -129,6 +129,11 @@ class DockerSandbox:
         return {name: labels[0] if labels else "" for name, labels in found.items()}
 
     @property
+    def zygotes(self) -> list[LaneZygote]:
+        """The lanes' zygotes (forked isolation; empty otherwise)."""
+        return [lane.zygote for lane in self._lanes if lane.zygote is not None]
+
+    @property
     def container_pool(self) -> ContainerPool:
         assert self._container_pool is not None, "use DockerSandbox as a context manager"
         return self._container_pool

@@ -151,18 +151,29 @@ class LaneZygote:
     def spawn(self, slot: str, cpu_seconds: int) -> ForkedSlot:
         """Fork the sandbox of slot (its socket and Program directory exist); return its handle."""
         handle = ForkedSlot(slot)
+        with self._lock:
+            self._slots[slot] = handle
+        answer = self._request(slot, {"op": "spawn", "slot": slot, "cpu_seconds": cpu_seconds})
+        if answer.get("op") != "spawned":
+            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"the zygote could not fork a sandbox for {slot}",
+                                      str(answer.get("reason", "")))
+        return handle
+
+    def status(self) -> dict[str, Any]:
+        """What the zygote says of itself: threads, rss_bytes, frozen_objects, sandboxes, program_imported."""
+        return self._request("", {"op": "status", "slot": ""})
+
+    def _request(self, slot: str, message: dict[str, Any]) -> dict[str, Any]:
         event = threading.Event()
         reply: list[dict[str, Any]] = []
         with self._lock:
-            self._slots[slot] = handle
+            if slot in self._replies:
+                raise RuntimeError(f"a request about {slot!r} is already waiting")
             self._replies[slot] = (event, reply)
-            self._send({"op": "spawn", "slot": slot, "cpu_seconds": cpu_seconds})
+            self._send(message)
         if not event.wait(REPLY_S) or not reply:
-            raise self._failure(f"the zygote did not answer a spawn of {slot}")
-        if reply[0].get("op") != "spawned":
-            raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"the zygote could not fork a sandbox for {slot}",
-                                      str(reply[0].get("reason", "")))
-        return handle
+            raise self._failure(f"the zygote did not answer {message['op']} {slot}")
+        return reply[0]
 
     def kill(self, handle: ForkedSlot) -> None:
         """Kill the slot's sandbox (its PID 1, and with it every process in it); a sandbox that has ended is left."""

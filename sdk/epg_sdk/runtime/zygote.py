@@ -9,9 +9,11 @@ runs a line of a Program, and is single-threaded (checked before every fork).
 Control protocol: newline-delimited JSON objects, one connection (the Host's).
   Host -> zygote  {"op": "spawn", "slot": NAME, "cpu_seconds": N}   fork a sandbox for the slot
                   {"op": "kill", "slot": NAME}                      kill the slot's sandbox (its PID 1, and so all)
+                  {"op": "status", "slot": ""}                      the zygote's threads, RSS, frozen objects
   zygote -> Host  {"op": "ready", "pid": P, "rss_bytes": N}         once, after the start-up self-check
                   {"op": "refused", "reason": TEXT}                 once, instead of ready, then the zygote exits
                   {"op": "spawned", "slot": NAME} / {"op": "error", "slot": NAME, "reason": TEXT}
+                  {"op": "status", "slot": "", "threads": N, "rss_bytes": N, "frozen_objects": N, ...}
                   {"op": "exit", "slot": NAME, "exit_code": C, "oom_killed": B, "tail": BASE64}
 exit_code is the sandbox's PID 1's exit status, or 128 + the signal that killed it (as the engine reports a
 container's). The tail is the last bytes the sandbox wrote to its descriptors 1 and 2 (the Program's print()s go
@@ -80,7 +82,6 @@ class _Child:
     pidfd: int
     output: int  # read end of the sandbox's descriptors 1 and 2
     tail: bytearray = field(default_factory=bytearray)
-    killed: bool = False
 
 
 def thread_count() -> int:
@@ -147,8 +148,9 @@ class Zygote:
                 os.dup2(write_end, 2)
                 code = self._child(slot, cpu_seconds)
             except BaseException as exc:  # nothing of the zygote's may run on in the child: report and leave
-                os.write(2, f"sandbox set-up failed: {type(exc).__name__}: {exc}\n".encode())
-            os._exit(code)
+                _say(f"sandbox set-up failed: {type(exc).__name__}: {exc}")
+            finally:
+                os._exit(code)
         os.close(write_end)
         os.set_blocking(read_end, False)
         child = _Child(slot=slot, pid=pid, pidfd=os.pidfd_open(pid), output=read_end)
@@ -173,8 +175,9 @@ class Zygote:
                 os.close(alive_write)
                 code = self._sandbox(slot, cpu_seconds, alive_read)
             except BaseException as exc:
-                os.write(2, f"sandbox set-up failed: {type(exc).__name__}: {exc}\n".encode())
-            os._exit(code)
+                _say(f"sandbox set-up failed: {type(exc).__name__}: {exc}")
+            finally:
+                os._exit(code)
         namespaces.keep_only([alive_write])
         while True:
             try:
@@ -183,8 +186,10 @@ class Zygote:
             except InterruptedError:
                 continue
         if os.WIFSIGNALED(status):  # end as PID 1 ended: the zygote reads it from this process's status
-            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-            os.kill(os.getpid(), os.WTERMSIG(status))
+            number = os.WTERMSIG(status)
+            if number not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
         return os.waitstatus_to_exitcode(status)
 
     def _sandbox(self, slot: str, cpu_seconds: int, alive: int) -> int:
@@ -255,10 +260,13 @@ class Zygote:
                 self._send({"op": "error", "slot": slot, "reason": f"{type(exc).__name__}: {exc}"})
             else:
                 self._send({"op": "spawned", "slot": slot})
+        elif op == "status":  # for tests and figures: what the zygote is, as it says itself
+            self._send({"op": "status", "slot": slot, "threads": thread_count(), "rss_bytes": rss_bytes(),
+                        "frozen_objects": gc.get_freeze_count(), "sandboxes": len(self._children),
+                        "program_imported": "policy" in sys.modules})
         elif op == "kill":
             child = self._children.get(slot)
             if child is not None:
-                child.killed = True
                 os.kill(child.pid, signal.SIGKILL)  # child A: its death kills PID 1 (PDEATHSIG), and so everything
         else:
             self._send({"op": "error", "slot": slot, "reason": f"unknown op {op!r}"})
@@ -293,7 +301,9 @@ class Zygote:
         oom = False
         if code == 128 + signal.SIGKILL:
             kills = oom_kills()
-            oom = kills > self._oom_seen and not child.killed
+            # Killed while the lane's OOM kill counter rose: the OOM killer's victim (a sandbox always goes first). A
+            # kill the Host asked for may have come after the fact, so it does not count against this.
+            oom = kills > self._oom_seen
             self._oom_seen = kills
         tail = bytes(child.tail[-self._config.tail_bytes:])
         self._send({"op": "exit", "slot": child.slot, "exit_code": code, "oom_killed": oom,
@@ -323,20 +333,30 @@ class Zygote:
                             program_source=self._config.programs, tmpfs_bytes=1 << 20, shm_bytes=1 << 20))
                         namespaces.drop_privileges(self._last_capability)
                         self._filter.load()
-                        os._exit(0)
+                        code = 0
                     except BaseException as exc:
-                        os.write(2, f"{type(exc).__name__}: {exc}\n".encode())
-                        os._exit(EXIT_SETUP_FAILED)
+                        _say(f"{type(exc).__name__}: {exc}")
+                    finally:
+                        os._exit(code)
                 _, status = os.waitpid(inner, 0)
                 code = os.waitstatus_to_exitcode(status)
             except BaseException as exc:
-                os.write(2, f"{type(exc).__name__}: {exc}\n".encode())
-            os._exit(code)
+                _say(f"{type(exc).__name__}: {exc}")
+            finally:
+                os._exit(code)
         os.close(write_end)
         _, status = os.waitpid(pid, 0)
         with os.fdopen(read_end, "rb") as said:
             text = said.read().decode("utf-8", "replace").strip()
         return "" if os.waitstatus_to_exitcode(status) == 0 else text or f"exit status {status}"
+
+
+def _say(text: str) -> None:
+    """Write text to descriptor 2 if it is open (a child's last words, read by the zygote into its tail)."""
+    try:
+        os.write(2, text.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass
 
 
 def _reseed() -> None:
