@@ -87,6 +87,7 @@ class ForkedSlot:
     name: str
     exit: ContainerExit | None = None
     tail: bytes = b""
+    cpu_seconds: float = 0.0  # of the sandbox's processes from the fork to their end, once it has ended
     ended: threading.Event = field(default_factory=threading.Event)
     forgotten: bool = False
 
@@ -244,6 +245,7 @@ class LaneZygote:
                     return
                 handle.exit = ContainerExit(exit_code=int(message["exit_code"]), oom_killed=bool(message.get("oom_killed")))
                 handle.tail = base64.b64decode(message.get("tail", ""))
+                handle.cpu_seconds = float(message.get("cpu_seconds", 0.0))
                 handle.ended.set()
                 if handle.forgotten:
                     del self._slots[slot]

@@ -14,10 +14,11 @@ Control protocol: newline-delimited JSON objects, one connection (the Host's).
                   {"op": "refused", "reason": TEXT}                 once, instead of ready, then the zygote exits
                   {"op": "spawned", "slot": NAME} / {"op": "error", "slot": NAME, "reason": TEXT}
                   {"op": "status", "slot": "", "threads": N, "rss_bytes": N, "frozen_objects": N, ...}
-                  {"op": "exit", "slot": NAME, "exit_code": C, "oom_killed": B, "tail": BASE64}
+                  {"op": "exit", "slot": NAME, "exit_code": C, "oom_killed": B, "cpu_seconds": S, "tail": BASE64}
 exit_code is the sandbox's PID 1's exit status, or 128 + the signal that killed it (as the engine reports a
-container's). The tail is the last bytes the sandbox wrote to its descriptors 1 and 2 (the Program's print()s go
-to the runtime's own tail, reported to the runner).
+container's); cpu_seconds the CPU time of its processes from the fork on (those it waited for). The tail is the
+last bytes the sandbox wrote to its descriptors 1 and 2 (the Program's print()s go to the runtime's own tail,
+reported to the runner).
 
 Run as `python3 -m epg_sdk.runtime.zygote --control SOCKET --exchange DIR --programs DIR [limits]`.
 """
@@ -288,7 +289,7 @@ class Zygote:
                 del child.tail[:-self._config.tail_bytes]
 
     def _reap(self, child: _Child) -> None:
-        _, status = os.waitpid(child.pid, 0)
+        _, status, usage = os.wait4(child.pid, 0)
         self._selector.unregister(child.pidfd)
         os.close(child.pidfd)
         if child.output >= 0:
@@ -307,7 +308,7 @@ class Zygote:
             self._oom_seen = kills
         tail = bytes(child.tail[-self._config.tail_bytes:])
         self._send({"op": "exit", "slot": child.slot, "exit_code": code, "oom_killed": oom,
-                    "tail": base64.b64encode(tail).decode()})
+                    "cpu_seconds": usage.ru_utime + usage.ru_stime, "tail": base64.b64encode(tail).decode()})
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._connection is not None:
