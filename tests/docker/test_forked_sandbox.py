@@ -182,10 +182,10 @@ def test_an_attacker_reaches_neither_the_zygote_nor_a_sibling_nor_the_kernel_s_e
         found = _facts(_run(sandbox, write_program(ATTACKER)))
         after = _run(sandbox, write_program(STEADY))
         status = sandbox.zygotes[0].status()
-    assert found["uid"] == 10001 and found["pid"] == 1
+    assert found["uid"] == 10001 and found["pid"] == 2  # the sandbox's init is 1
     assert found["proc"] is False and found["sys"] is False
     assert found["root"] == ["bin", "dev", "epg", "etc", "lib", "lib64", "opt", "sbin", "tmp", "usr"]
-    assert found["visible_pids"] == [1]  # itself: neither the zygote nor a sibling has a pid here
+    assert found["visible_pids"] == [1, 2]  # its init and itself: neither the zygote nor a sibling has a pid here
     assert found["ptrace_attach_1"] == -1  # EPERM
     for call in ("unshare_user", "unshare_net", "mount_tmpfs", "setns", "bpf", "userfaultfd", "io_uring_setup",
                  "keyctl", "process_vm_readv"):

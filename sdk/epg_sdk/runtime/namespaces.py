@@ -52,6 +52,7 @@ SECUREBITS_LOCKED_DOWN = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}
 
 SANDBOX_TMP = "/tmp"  # the lane container's own /tmp: the staging point of a sandbox's new root, in its mount namespace
 DEVICES = ("null", "zero", "urandom", "random")
@@ -119,11 +120,23 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
                        data and data.encode()), step)
 
 
-def enter_namespaces() -> None:
-    """Unshare the sandbox's namespaces (user, mount, PID for its children, IPC, UTS, network) and map this
-    process's one uid and gid to themselves inside. Raises SetupError."""
-    uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(SANDBOX_NAMESPACES), "unshare of the user, mount, PID, IPC, UTS and network namespaces")
+def clone_into_namespaces() -> int:
+    """Fork into new user, mount, PID, IPC, UTS and network namespaces at once (clone(2), as fork does but with the
+    namespace flags): return 0 in the child, PID 1 of its PID namespace, and its pid in the parent. The child must
+    then map_own_ids before anything else. Raises SetupError.
+
+    Python's own fork hooks do not run: the caller is single-threaded (no lock can be held by another thread) and
+    the child reseeds what at-fork hooks would have."""
+    pid = int(_libc.syscall(SYS_CLONE[os.uname().machine], ctypes.c_ulong(SANDBOX_NAMESPACES | signal.SIGCHLD),
+                            None, None, None, None))
+    if pid < 0:
+        code = ctypes.get_errno()
+        raise SetupError(code, f"clone into new user, mount, PID, IPC, UTS and network namespaces: {os.strerror(code)}")
+    return pid
+
+
+def map_own_ids(uid: int, gid: int) -> None:
+    """In a new user namespace: map uid and gid (this process's outside it) to themselves inside, setgroups denied."""
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as file:
             file.write(text)
@@ -187,21 +200,10 @@ def set_limits(limits: Limits) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def die_with_parent(parent: int) -> None:
-    """Be killed when the parent dies; exit now if parent (its pid) has died already."""
+def die_with_parent() -> None:
+    """Be killed when the parent (the zygote) dies. Should it die before this, the lane container stops and its
+    processes with it."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
-    if os.getppid() != parent:
-        os._exit(126)
-
-
-def die_with_namespace_parent(alive: int) -> None:
-    """die_with_parent for the first process of a PID namespace, whose parent's pid it cannot see (alive: a pipe's
-    read end whose write end only the parent holds, so it reads end-of-file once the parent is gone)."""
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
-    import select
-
-    if select.select([alive], [], [], 0)[0]:
-        os._exit(126)
 
 
 def no_core_dumps() -> None:

@@ -38,6 +38,7 @@ import selectors
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,7 @@ class _Child:
     pid: int
     pidfd: int
     output: int  # read end of the sandbox's descriptors 1 and 2
+    spawn_seconds: float = 0.0  # the zygote's CPU time in the clone
     tail: bytearray = field(default_factory=bytearray)
 
 
@@ -128,91 +130,97 @@ class Zygote:
         self._connection: socket.socket | None = None
         self._buffer = b""
         self._oom_seen = oom_kills()
-        self._pid = os.getpid()
+        self._uid, self._gid = os.getuid(), os.getgid()
 
     # forking -------------------------------------------------------------------------------------------------------
 
     def spawn(self, slot: str, cpu_seconds: int) -> _Child:
         """Fork the sandbox of slot; return its record. Raises ZygoteRefused when this process has more than one
-        thread, ValueError for a slot name that is not a plain name."""
+        thread, ValueError for a slot name that is not a plain name, SetupError when the kernel refuses the clone."""
         if not slot or "/" in slot or slot in (".", "..") or slot in self._children:
             raise ValueError(f"bad or reused slot name {slot!r}")
         threads = thread_count()
         if threads != 1:
             raise ZygoteRefused(f"the zygote has {threads} threads; a fork would copy a lock another one holds")
         read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child A
+        began = time.process_time()
+        pid = namespaces.clone_into_namespaces()
+        if pid == 0:  # the sandbox's init, PID 1 of its new PID namespace
             code = EXIT_SETUP_FAILED
             try:
                 os.dup2(write_end, 1)
                 os.dup2(write_end, 2)
-                code = self._child(slot, cpu_seconds)
+                code = self._init(slot, cpu_seconds, serve=True)
             except BaseException as exc:  # nothing of the zygote's may run on in the child: report and leave
                 _say(f"sandbox set-up failed: {type(exc).__name__}: {exc}")
             finally:
                 os._exit(code)
+        spawn_seconds = time.process_time() - began  # the kernel's work of the clone (namespaces, page tables)
         os.close(write_end)
         os.set_blocking(read_end, False)
-        child = _Child(slot=slot, pid=pid, pidfd=os.pidfd_open(pid), output=read_end)
+        child = _Child(slot=slot, pid=pid, pidfd=os.pidfd_open(pid), output=read_end, spawn_seconds=spawn_seconds)
         self._children[slot] = child
         self._selector.register(child.pidfd, selectors.EVENT_READ, ("exit", child))
         self._selector.register(child.output, selectors.EVENT_READ, ("output", child))
         return child
 
-    def _child(self, slot: str, cpu_seconds: int) -> int:
-        """In child A: enter the namespaces, fork the sandbox's PID 1 and end as it ends. Returns an exit status."""
+    def _init(self, slot: str, cpu_seconds: int, *, serve: bool) -> int:
+        """In the sandbox's init: set the sandbox up, then fork the runtime that serves slot's Episode and reap until
+        it ends (serve False: return 0 once set up). Returns an exit status: the runtime's, or 128 + the signal
+        that ended it, as docker-init reports a container's.
+
+        The Program never runs as PID 1, whose signals its own namespace cannot deliver unless it handles them (a
+        Program's kill of itself would do nothing)."""
         namespaces.keep_only([1, 2])  # none of the zygote's descriptors (the Host's connection, other sandboxes')
-        namespaces.die_with_parent(self._pid)
+        namespaces.die_with_parent()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Program's SIGINT must not make its init raise
         with open("/proc/self/oom_score_adj", "w") as file:
             file.write("1000")  # the OOM killer takes a sandbox first, and never the zygote (0)
-        namespaces.enter_namespaces()
+        namespaces.map_own_ids(self._uid, self._gid)
         namespaces.no_core_dumps()  # after the writes to /proc/self: a process that is not dumpable no longer owns them
-        alive_read, alive_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child B, PID 1 of the new PID namespace
-            code = EXIT_SETUP_FAILED
-            try:
-                os.close(alive_write)
-                code = self._sandbox(slot, cpu_seconds, alive_read)
-            except BaseException as exc:
-                _say(f"sandbox set-up failed: {type(exc).__name__}: {exc}")
-            finally:
-                os._exit(code)
-        namespaces.keep_only([alive_write])
-        while True:
-            try:
-                _, status = os.waitpid(pid, 0)
-                break
-            except InterruptedError:
-                continue
-        if os.WIFSIGNALED(status):  # end as PID 1 ended: the zygote reads it from this process's status
-            number = os.WTERMSIG(status)
-            if number not in (signal.SIGKILL, signal.SIGSTOP):
-                signal.signal(number, signal.SIG_DFL)
-            os.kill(os.getpid(), number)
-        return os.waitstatus_to_exitcode(status)
-
-    def _sandbox(self, slot: str, cpu_seconds: int, alive: int) -> int:
-        """In child B: set up, drop everything, then serve the slot's Episode. Returns an exit status."""
-        namespaces.die_with_namespace_parent(alive)
         config = self._config
         namespaces.build_root(namespaces.Layout(
             binds=self._binds, links=self._links,
-            io_source=os.path.join(config.exchange, slot), program_source=os.path.join(config.programs, slot),
+            io_source=os.path.join(config.exchange, slot) if serve else config.exchange,
+            program_source=os.path.join(config.programs, slot) if serve else config.programs,
             tmpfs_bytes=config.tmpfs_bytes, shm_bytes=config.shm_bytes,
         ))
         namespaces.set_limits(namespaces.Limits(processes=config.processes, files=config.files,
                                                 file_bytes=config.tmpfs_bytes, cpu_seconds=cpu_seconds))
+        namespaces.drop_privileges(self._last_capability)
+        self._filter.load()
+        if not serve:
+            return 0
+        pid = os.fork()
+        if pid == 0:  # the runtime
+            code = EXIT_SETUP_FAILED
+            try:
+                code = self._runtime()
+            except BaseException as exc:
+                _say(f"sandbox set-up failed: {type(exc).__name__}: {exc}")
+            finally:
+                os._exit(code)
+        namespaces.keep_only([])
+        while True:  # reap every orphan of the sandbox until the runtime itself has ended
+            try:
+                ended, status = os.waitpid(-1, 0)
+            except InterruptedError:
+                continue
+            if ended == pid:
+                return exit_code_of(status)
+
+    def _runtime(self) -> int:
+        """In the sandbox's runtime process: connect, keep nothing else, then serve the Episode. Returns an exit
+        status."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        null = os.open("/dev/null", os.O_RDONLY)  # first: descriptor 0 is free here, the socket must not take it
+        if null != 0:
+            os.dup2(null, 0)
         sock = namespaces.connect(f"/epg/io/{SOCKET_NAME}", policy_runtime.CONNECT_TIMEOUT_S)
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
         namespaces.keep_only([0, 1, 2, sock.fileno()])
         os.environ.clear()
         os.environ.update(SANDBOX_ENVIRONMENT)
         _reseed()
-        namespaces.drop_privileges(self._last_capability)
-        self._filter.load()
         return policy_runtime.serve_connected(sock)
 
     # serving ---------------------------------------------------------------------------------------------------------
@@ -308,7 +316,7 @@ class Zygote:
             self._oom_seen = kills
         tail = bytes(child.tail[-self._config.tail_bytes:])
         self._send({"op": "exit", "slot": child.slot, "exit_code": code, "oom_killed": oom,
-                    "cpu_seconds": usage.ru_utime + usage.ru_stime, "tail": base64.b64encode(tail).decode()})
+                    "cpu_seconds": child.spawn_seconds + usage.ru_utime + usage.ru_stime, "tail": base64.b64encode(tail).decode()})
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._connection is not None:
@@ -317,30 +325,18 @@ class Zygote:
     # start-up --------------------------------------------------------------------------------------------------------
 
     def self_check(self) -> str:
-        """Fork one sandbox that sets itself up and exits before serving anything; return "" when it could, else
-        what it said. The kernel or the engine refusing shows here, before any Episode."""
+        """Clone one sandbox that sets itself up completely and exits before serving anything; return "" when it
+        could, else what it said. The kernel or the engine refusing shows here, before any Episode."""
         read_end, write_end = os.pipe()
-        pid = os.fork()
+        try:
+            pid = namespaces.clone_into_namespaces()
+        except namespaces.SetupError as exc:
+            return str(exc)
         if pid == 0:
             code = EXIT_SETUP_FAILED
             try:
                 os.dup2(write_end, 2)
-                namespaces.enter_namespaces()
-                inner = os.fork()
-                if inner == 0:
-                    try:
-                        namespaces.build_root(namespaces.Layout(
-                            binds=self._binds, links=self._links, io_source=self._config.exchange,
-                            program_source=self._config.programs, tmpfs_bytes=1 << 20, shm_bytes=1 << 20))
-                        namespaces.drop_privileges(self._last_capability)
-                        self._filter.load()
-                        code = 0
-                    except BaseException as exc:
-                        _say(f"{type(exc).__name__}: {exc}")
-                    finally:
-                        os._exit(code)
-                _, status = os.waitpid(inner, 0)
-                code = os.waitstatus_to_exitcode(status)
+                code = self._init("", 1, serve=False)
             except BaseException as exc:
                 _say(f"{type(exc).__name__}: {exc}")
             finally:
