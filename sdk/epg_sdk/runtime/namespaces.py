@@ -1,8 +1,8 @@
 """How a forked Episode sandbox sets itself up: namespaces, a fresh root, limits, no privilege left.
 
-Called in the zygote's children only (epg_sdk.runtime.zygote), never in the zygote: each step changes the calling
-process for good. The kernel interfaces Python 3.11's os module lacks (unshare, mount, pivot_root, capset, prctl)
-are called through libc with ctypes.
+Called in the zygote's children only (epg_sdk.runtime.zygote), never in the zygote (but clone_into_namespaces,
+which makes them): each step changes the calling process for good. The kernel interfaces Python 3.11's os module
+lacks (clone with flags, mount, pivot_root, capset, prctl) are called through libc with ctypes.
 
 Imports: the standard library only.
 """
