@@ -3,8 +3,9 @@
 It imports the policy runtime (and with it NumPy and protobuf) once, warms it, builds the inner seccomp filter and
 freezes its heap; then it serves the Host over one unix socket connection and clones, per slot, a child into fresh
 namespaces (`epg_sdk.runtime.namespaces`), the sandbox's init, which sets the sandbox up and forks the runtime that
-serves the slot's Episode in-process with `policy_runtime.serve_connected`: no exec, nothing imported again. The zygote holds no secret and no Episode's data, never
-runs a line of a Program, and is single-threaded (checked before every fork).
+serves the slot's Episode in-process with `policy_runtime.serve_connected`: no exec, nothing imported again. The
+zygote holds no secret and no Episode's data, never runs a line of a Program, and is single-threaded (checked
+before every fork).
 
 Control protocol: newline-delimited JSON objects, one connection (the Host's).
   Host -> zygote  {"op": "spawn", "slot": NAME, "cpu_seconds": N}   fork a sandbox for the slot
