@@ -4,6 +4,7 @@ neither the zygote, nor a sibling, nor the next Episode."""
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import replace
 
@@ -12,9 +13,10 @@ from programs import STEADY
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
-from orchestrator.backends.labels import selector
+from orchestrator.backends.labels import LabelSet, owner_id, selector
 from orchestrator.backends.settings import SandboxLimits, SandboxTuning
-from orchestrator.kernel.infrastructure import InfrastructureError
+from orchestrator.backends.zygote import LaneZygote, lane_spec
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.program import capture_program
 
 FORKED = SandboxTuning(pool_size=2, isolation="forked", concurrency=1)
@@ -286,3 +288,27 @@ def test_forked_isolation_under_gvisor_is_refused_by_name(open_sandbox):
     with pytest.raises(InfrastructureError, match="forked isolation runs its lane containers under runc"):
         with open_sandbox(tuning=replace(FORKED, runtime="runsc")):
             pass
+
+
+@pytest.mark.parametrize(("profile", "said"), [
+    ("", "the kernel refused a forked Episode sandbox"),  # the engine's default profile: no namespaces
+    ('{"defaultAction": "SCMP_ACT_NO_SUCH_ACTION"}', "the engine refused the lane container"),
+])
+def test_a_lane_the_kernel_or_the_engine_refuses_fails_at_once_naming_the_fix(engine, images, scope, tmp_path, profile, said):
+    labels = LabelSet(sandbox=secrets.token_hex(6), owner=owner_id(), scope=scope)
+    directories = {name: tmp_path / name for name in ("exchange", "programs", "control")}
+    for directory in directories.values():
+        directory.mkdir()
+        directory.chmod(0o777)
+    spec = lane_spec(image=images["policy-runtime"], labels=labels.for_role("lane"), name=f"epg-lane-{labels.sandbox}-0",
+                     limits=SandboxLimits(), cpu="", tail_bytes=1024, **directories)
+    try:
+        with pytest.raises(InfrastructureError) as caught:
+            LaneZygote.start(engine, replace(spec, seccomp_profile=profile), directories["control"])
+    finally:
+        engine.reap(selector(sandbox=labels.sandbox))
+    assert caught.value.code is InfraErrorCode.CONTAINER_FAILED
+    assert said in caught.value.message
+    assert "isolation \"container\"" in caught.value.message  # the way out is named
+    if not profile:
+        assert "clone" in caught.value.evidence and "Operation not permitted" in caught.value.evidence
