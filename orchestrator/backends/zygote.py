@@ -30,9 +30,10 @@ LANE_EXCHANGE = "/exchange"
 LANE_PROGRAMS = "/programs"
 LANE_CONTROL = "/control"
 CONTROL_SOCKET = "zygote.sock"
-# The zygote's own memory beside the Episode's limit: its resident set (NumPy, protobuf and the runtime imported,
-# about 40 MiB measured), the pages pre-forked sandboxes have made their own, and headroom. The OOM killer takes a
-# sandbox first (oom_score_adj 1000; the zygote keeps 0).
+# The zygote's own memory beside the Episode's limit: its resident set (NumPy, protobuf and the runtime imported:
+# 36 MiB measured), the pages pre-forked sandboxes have made their own (about 3 MiB each: 1 of the init, 2 of the
+# runtime; a pool of 16 on one lane 48 MiB), and headroom. The OOM killer takes a sandbox first (oom_score_adj 1000;
+# the zygote keeps 0), the largest, the running Episode's.
 ZYGOTE_MEMORY_BYTES = 160 * 1024 * 1024
 # Processes of the lane beyond the running Episode's own (limits.pids, counted per sandbox): the zygote, and two
 # per pre-forked sandbox.
