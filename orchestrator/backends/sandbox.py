@@ -62,6 +62,7 @@ RUNNER_ALIVE_CHECK_S = 0.25
 # gVisor tears a sandbox down in seconds on loaded cores, and an exit read too early loses the OOM flag. The same
 # bound as the Kubernetes backend's.
 EXIT_WAIT_S = 10.0
+CPU_BACKSTOP_MIN_S = 3600
 
 
 @dataclass(slots=True, kw_only=True)
@@ -362,11 +363,16 @@ class DockerSandbox:
         os.chmod(slot.program_dir, 0o755)
         self._call(lane, "PrepareSlot", runner_pb2.PrepareSlotRequest(slot=name), 30)
         if lane.zygote is not None:
-            budget = episode_budget_s(benchmark_limits(self._limits, self._benchmark))
-            slot.container = lane.zygote.spawn(name, cpu_seconds=int(budget) + 1)
+            slot.container = lane.zygote.spawn(name, cpu_seconds=self._cpu_backstop_s())
         else:
             slot.container = self._engine.start(self._policy_spec(lane, slot))
         return slot
+
+    def _cpu_backstop_s(self) -> int:
+        """A forked sandbox's RLIMIT_CPU: only a backstop behind the runner's deadlines and the Host's kill, so generous
+        (the runtime's CPU also runs while the environment steps, and a sandbox may be forked before the Benchmark's
+        own time limits are known)."""
+        return int(max(CPU_BACKSTOP_MIN_S, 2 * episode_budget_s(benchmark_limits(self._limits, self._benchmark))))
 
     def _destroy_slot(self, slot: Slot) -> None:
         if isinstance(slot.container, ForkedSlot):
