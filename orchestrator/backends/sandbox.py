@@ -146,8 +146,15 @@ class DockerSandbox:
             self._require_runtime()
             self._programs.mkdir(mode=0o755)
             os.chmod(self._programs, 0o755)
-            with ThreadPoolExecutor(max_workers=len(self._lanes)) as starting:
-                list(starting.map(self._start_lane, self._lanes))
+            for lane in self._lanes:
+                lane.exchange.mkdir(mode=0o755)
+                os.chmod(lane.exchange, 0o755)
+            # A lane's runner and its lane container (forked isolation) start side by side: neither needs the other.
+            starts: list[Callable[[_Lane], None]] = [self._start_runner]
+            if self._forked:
+                starts.append(self._start_zygote)
+            with ThreadPoolExecutor(max_workers=len(self._lanes) * len(starts)) as starting:
+                list(starting.map(lambda task: task[0](task[1]), [(start, lane) for lane in self._lanes for start in starts]))
             self._container_pool = ContainerPool.for_tuning(self._tuning, lanes=len(self._lanes), start_slot=self._start_slot,
                                                             destroy=self._destroy_slot)
         except BaseException:
@@ -200,13 +207,6 @@ class DockerSandbox:
     @property
     def _forked(self) -> bool:
         return self._tuning.isolation == "forked"
-
-    def _start_lane(self, lane: _Lane) -> None:
-        lane.exchange.mkdir(mode=0o755)
-        os.chmod(lane.exchange, 0o755)
-        self._start_runner(lane)
-        if self._forked:
-            self._start_zygote(lane)
 
     def _start_zygote(self, lane: _Lane) -> None:
         control = self._root / f"control{lane.index}"
