@@ -309,6 +309,10 @@ class DockerSandbox:
         outcome: RunnerOutcome | None = None
         exit_status: ContainerExit | None = None
         try:
+            if isinstance(slot.container, ForkedSlot) and slot.container.ended.is_set():
+                # Before its Episode no Program has run in it: its end is the sandbox's fault, never the policy's.
+                raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"the forked sandbox {slot.name} ended before its Episode",
+                                          f"{slot.container.exit}\n{slot.container.tail.decode('utf-8', 'replace')}")
             job.program.write_to(slot.program_dir)  # visible read-only inside the waiting container
             record = self._call(lane, "RunEpisode", episode_request(job, limits, slot.name, PROGRAM_MOUNT), episode_budget_s(limits))
             outcome = runner_outcome(job, record)

@@ -4,7 +4,9 @@ neither the zygote, nor a sibling, nor the next Episode."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import time
 from dataclasses import replace
 
@@ -312,3 +314,20 @@ def test_a_lane_the_kernel_or_the_engine_refuses_fails_at_once_naming_the_fix(en
     assert "isolation \"container\"" in caught.value.message  # the way out is named
     if not profile:
         assert "clone" in caught.value.evidence and "Operation not permitted" in caught.value.evidence
+
+
+def test_a_sandbox_that_died_before_its_episode_is_an_infrastructure_error_not_a_policy_failure(open_sandbox, write_program, engine):
+    with open_sandbox(tuning=replace(FORKED, pool_size=1)) as sandbox:
+        assert sandbox.container_pool.wait_until_full(60)
+        (lane,) = engine.client.containers.list(filters={"label": selector(sandbox=sandbox.labels.sandbox, role="lane")})
+        rows = lane.top(ps_args="-eo pid,ppid,args")["Processes"]
+        docker_init = next(int(pid) for pid, _, args in rows if args.startswith("/sbin/docker-init"))
+        zygote = next(int(pid) for pid, ppid, _ in rows if int(ppid) == docker_init)
+        inits = [int(pid) for pid, ppid, _ in rows if int(ppid) == zygote]
+        assert inits, rows
+        for pid in inits:  # from the host, as a kernel fault or an operator might
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        with pytest.raises(InfrastructureError, match="ended before its Episode") as caught:
+            _run(sandbox, write_program(STEADY))
+    assert caught.value.code is InfraErrorCode.CONTAINER_FAILED
