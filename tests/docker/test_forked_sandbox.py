@@ -331,3 +331,28 @@ def test_a_sandbox_that_died_before_its_episode_is_an_infrastructure_error_not_a
         with pytest.raises(InfrastructureError, match="ended before its Episode") as caught:
             _run(sandbox, write_program(STEADY))
     assert caught.value.code is InfraErrorCode.CONTAINER_FAILED
+
+
+def test_a_sandbox_flooding_its_output_descriptors_times_out_and_the_lane_serves_on(open_sandbox, write_program):
+    flood = write_program('''
+        import os
+        class Policy:
+            def act(self, observation):
+                line = b"x" * 65536
+                while True:
+                    os.write(1, line)
+                    os.write(2, line)
+        def make_policy(context):
+            return Policy()
+    ''')
+    limits = SandboxLimits(episode=EpisodeLimits(step_deadline_s=0.5, episode_deadline_s=60.0))
+    with open_sandbox(limits=limits, tuning=FORKED) as sandbox:
+        began = time.monotonic()
+        flooded = _run(sandbox, flood)
+        elapsed = time.monotonic() - began
+        after = _run(sandbox, write_program(STEADY))
+        status = sandbox.zygotes[0].status()
+    assert flooded.failure is FailureCode.TIMEOUT, flooded
+    assert elapsed < 30
+    assert after.status is EpisodeStatus.COMPLETED and after.steps == 500
+    assert status["threads"] == 1

@@ -281,9 +281,10 @@ class Zygote:
         else:
             self._send({"op": "error", "slot": slot, "reason": f"unknown op {op!r}"})
 
-    def _read_output(self, child: _Child) -> bool:
-        """Read what the sandbox wrote, keeping the last tail_bytes; return False at end-of-file."""
-        while True:
+    def _read_output(self, child: _Child, rounds: int = 1) -> bool:
+        """Read what the sandbox wrote, at most rounds reads of 64 KiB (a sandbox that writes without end must not
+        keep the zygote from its other work), keeping the last tail_bytes; return False at end-of-file."""
+        for _ in range(rounds):
             try:
                 data = os.read(child.output, 65536)
             except BlockingIOError:
@@ -296,13 +297,14 @@ class Zygote:
             child.tail += data
             if len(child.tail) > 2 * self._config.tail_bytes:
                 del child.tail[:-self._config.tail_bytes]
+        return True
 
     def _reap(self, child: _Child) -> None:
         _, status, usage = os.wait4(child.pid, 0)
         self._selector.unregister(child.pidfd)
         os.close(child.pidfd)
         if child.output >= 0:
-            self._read_output(child)
+            self._read_output(child, rounds=4)  # what the pipe still holds: its writers are dead or dying
             if child.output >= 0:  # a process of the sandbox may still hold it for an instant: what came is enough
                 self._selector.unregister(child.output)
                 os.close(child.output)
