@@ -2,10 +2,11 @@
 
 A lane is one environment runner container (one process: no GIL shared
 between lanes) with its own exchange directory; its policy containers run on
-the same CPU. With forked isolation (tuning.isolation "forked") a lane also has
-a lane container whose zygote forks each Episode's sandbox instead
-(orchestrator.backends.zygote). Episodes of a batch are spread over the lanes and their results
-returned in job order, so Feedback does not depend on the concurrency.
+the same CPU. With forked isolation (tuning.isolation "forked") a lane has a
+lane container instead, whose zygote forks each Episode's sandbox
+(orchestrator.backends.zygote). Episodes of a batch are spread over the lanes
+and their results returned in job order, so Feedback does not depend on the
+concurrency.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ class DockerSandbox:
     container pool; leaving drains the pool, stops the runners and reaps every
     container of this sandbox by label, whatever happened. Entering raises
     InfrastructureError: ENGINE_UNAVAILABLE when the engine lacks
-    tuning.runtime, RUNNER_FAILED when a runner does not come up. The lock
-    guards the slot counter only.
+    tuning.runtime (or forked isolation is asked for under another runtime
+    than runc), RUNNER_FAILED when a runner does not come up, CONTAINER_FAILED
+    when a lane container's zygote does not come up or the engine or kernel
+    refuses its sandboxes. The lock guards the slot counter only.
     """
 
     def __init__(
