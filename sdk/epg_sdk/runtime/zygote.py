@@ -52,7 +52,6 @@ CGROUP_V2_EVENTS = "/sys/fs/cgroup/memory.events"
 SOCKET_NAME = "policy.sock"
 # The exit statuses of a sandbox that failed before the Program could run (its reason is in its output tail).
 EXIT_SETUP_FAILED = 125
-EXIT_PARENT_GONE = 126
 SANDBOX_ENVIRONMENT = {
     "HOME": "/tmp",
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -63,7 +62,7 @@ SANDBOX_ENVIRONMENT = {
 
 
 class ZygoteRefused(RuntimeError):
-    """The zygote cannot fork a sandbox safely (it has threads) or the kernel refuses a sandbox's set-up."""
+    """The zygote cannot fork a sandbox safely: it has more than one thread."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,12 +238,18 @@ class Zygote:
                 kind, child = key.data
                 if kind == "control":
                     serving = self._read_control()
+                elif not self._is_current(child):
+                    continue  # reaped earlier in this round: its descriptors are closed (and may be reused)
                 elif kind == "output":
-                    self._read_output(child)
+                    if child.output >= 0:
+                        self._read_output(child)
                 else:
                     self._reap(child)
         for child in list(self._children.values()):
             os.kill(child.pid, signal.SIGKILL)
+
+    def _is_current(self, child: _Child) -> bool:
+        return self._children.get(child.slot) is child
 
     def _read_control(self) -> bool:
         """Handle the Host's complete requests; return False once it has closed the connection."""
@@ -277,7 +282,7 @@ class Zygote:
         elif op == "kill":
             child = self._children.get(slot)
             if child is not None:
-                os.kill(child.pid, signal.SIGKILL)  # child A: its death kills PID 1 (PDEATHSIG), and so everything
+                os.kill(child.pid, signal.SIGKILL)  # the sandbox's init, PID 1: its namespace's processes die with it
         else:
             self._send({"op": "error", "slot": slot, "reason": f"unknown op {op!r}"})
 
@@ -308,6 +313,7 @@ class Zygote:
             if child.output >= 0:  # a process of the sandbox may still hold it for an instant: what came is enough
                 self._selector.unregister(child.output)
                 os.close(child.output)
+                child.output = -1
         del self._children[child.slot]
         code = exit_code_of(status)
         oom = False
