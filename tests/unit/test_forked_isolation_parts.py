@@ -16,7 +16,7 @@ from orchestrator.backends.settings import SandboxLimits
 from orchestrator.backends.zygote import LANE_SPARE_PIDS, ZYGOTE_MEMORY_BYTES, lane_profile, lane_spec
 
 # What the lane's profile adds to Docker's default allow-list, and nothing more.
-ADDED_FOR_NAMESPACES = {"clone", "unshare", "mount", "umount2", "pivot_root"}
+ADDED_FOR_NAMESPACES = {"clone", "mount", "umount2", "pivot_root"}
 
 
 def _allowed(profile: dict) -> dict[str, list[dict]]:
@@ -34,7 +34,7 @@ def test_lane_profile_is_docker_s_default_plus_namespace_creation_only():
     allowed = _allowed(profile)
     additions = {name for name, rules in allowed.items() if any("forked isolation" in rule.get("comment", "") for rule in rules)}
     assert additions == ADDED_FOR_NAMESPACES
-    for never in ("setns", "chroot", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+    for never in ("unshare", "setns", "chroot", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
                   "io_uring_setup", "kexec_load", "init_module", "open_by_handle_at", "process_vm_readv", "kcmp"):
         assert never not in allowed, never
     (clone3,) = [rule for rule in profile["syscalls"] if "clone3" in rule["names"]]
