@@ -46,6 +46,8 @@ class ContainerSpec:
     name: str | None = None
     hostname: str = "sandbox"
     runtime: ContainerRuntime = "runc"
+    # A seccomp profile (its JSON text) to use instead of the engine's default: "" keeps the default.
+    seccomp_profile: str = ""
 
 
 def to_docker_kwargs(spec: ContainerSpec) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def to_docker_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         "nano_cpus": spec.nano_cpus,
         "pids_limit": spec.pids_limit,
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
+        "security_opt": ["no-new-privileges"] + ([f"seccomp={spec.seccomp_profile}"] if spec.seccomp_profile else []),
         "init": True,
         "environment": dict(spec.environment),
         "working_dir": spec.working_dir,

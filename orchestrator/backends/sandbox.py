@@ -2,8 +2,11 @@
 
 A lane is one environment runner container (one process: no GIL shared
 between lanes) with its own exchange directory; its policy containers run on
-the same CPU. Episodes of a batch are spread over the lanes and their results
-returned in job order, so Feedback does not depend on the concurrency.
+the same CPU. With forked isolation (tuning.isolation "forked") a lane has a
+lane container instead, whose zygote forks each Episode's sandbox
+(orchestrator.backends.zygote). Episodes of a batch are spread over the lanes
+and their results returned in job order, so Feedback does not depend on the
+concurrency.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from orchestrator.backends.labels import LabelSet, selector
 from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
+from orchestrator.backends.zygote import ForkedSlot, LaneZygote, lane_spec
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -59,6 +63,7 @@ RUNNER_ALIVE_CHECK_S = 0.25
 # gVisor tears a sandbox down in seconds on loaded cores, and an exit read too early loses the OOM flag. The same
 # bound as the Kubernetes backend's.
 EXIT_WAIT_S = 10.0
+CPU_BACKSTOP_MIN_S = 3600
 
 
 @dataclass(slots=True, kw_only=True)
@@ -69,6 +74,7 @@ class _Lane:
     runner: Any = None
     channel: grpc.Channel | None = None
     stub: runner_pb2_grpc.EnvironmentRunnerStub | None = None
+    zygote: LaneZygote | None = None  # forked isolation only
 
 
 class DockerSandbox:
@@ -78,8 +84,10 @@ class DockerSandbox:
     container pool; leaving drains the pool, stops the runners and reaps every
     container of this sandbox by label, whatever happened. Entering raises
     InfrastructureError: ENGINE_UNAVAILABLE when the engine lacks
-    tuning.runtime, RUNNER_FAILED when a runner does not come up. The lock
-    guards the slot counter only.
+    tuning.runtime (or forked isolation is asked for under another runtime
+    than runc), RUNNER_FAILED when a runner does not come up, CONTAINER_FAILED
+    when a lane container's zygote does not come up or the engine or kernel
+    refuses its sandboxes. The lock guards the slot counter only.
     """
 
     def __init__(
@@ -125,6 +133,11 @@ class DockerSandbox:
         return {name: labels[0] if labels else "" for name, labels in found.items()}
 
     @property
+    def zygotes(self) -> list[LaneZygote]:
+        """The lanes' zygotes (forked isolation; empty otherwise)."""
+        return [lane.zygote for lane in self._lanes if lane.zygote is not None]
+
+    @property
     def container_pool(self) -> ContainerPool:
         assert self._container_pool is not None, "use DockerSandbox as a context manager"
         return self._container_pool
@@ -136,8 +149,15 @@ class DockerSandbox:
             self._require_runtime()
             self._programs.mkdir(mode=0o755)
             os.chmod(self._programs, 0o755)
-            with ThreadPoolExecutor(max_workers=len(self._lanes)) as starting:
-                list(starting.map(self._start_runner, self._lanes))
+            for lane in self._lanes:
+                lane.exchange.mkdir(mode=0o755)
+                os.chmod(lane.exchange, 0o755)
+            # A lane's runner and its lane container (forked isolation) start side by side: neither needs the other.
+            starts: list[Callable[[_Lane], None]] = [self._start_runner]
+            if self._forked:
+                starts.append(self._start_zygote)
+            with ThreadPoolExecutor(max_workers=len(self._lanes) * len(starts)) as starting:
+                list(starting.map(lambda task: task[0](task[1]), [(start, lane) for lane in self._lanes for start in starts]))
             self._container_pool = ContainerPool.for_tuning(self._tuning, lanes=len(self._lanes), start_slot=self._start_slot,
                                                             destroy=self._destroy_slot)
         except BaseException:
@@ -154,6 +174,9 @@ class DockerSandbox:
             self._container_pool.close()
             self._container_pool = None
         for lane in self._lanes:
+            if lane.zygote is not None:
+                lane.zygote.close()
+                lane.zygote = None
             if lane.channel is not None:
                 lane.channel.close()
                 lane.channel = None
@@ -163,8 +186,16 @@ class DockerSandbox:
         shutil.rmtree(self._root, ignore_errors=True)
 
     def _require_runtime(self) -> None:
-        """Raise InfrastructureError(ENGINE_UNAVAILABLE) when the engine lacks the requested runtime."""
+        """Raise InfrastructureError(ENGINE_UNAVAILABLE) when the engine lacks the requested runtime, or when forked
+        isolation is asked for under another runtime than runc."""
         runtime = self._tuning.runtime
+        if self._forked and runtime != "runc":
+            raise InfrastructureError(
+                InfraErrorCode.ENGINE_UNAVAILABLE,
+                f"forked isolation runs its lane containers under runc, not {runtime!r}: the sandboxes it forks need the "
+                "host kernel's user namespaces; choose sandbox isolation \"container\" to run policies under "
+                f"{runtime!r}",
+            )
         try:
             registered = set(self._engine.client.info().get("Runtimes") or {})
         except (DockerException, OSError) as exc:
@@ -176,9 +207,21 @@ class DockerSandbox:
                 "run scripts/ensure-docker.sh as root to install and register it",
             )
 
+    @property
+    def _forked(self) -> bool:
+        return self._tuning.isolation == "forked"
+
+    def _start_zygote(self, lane: _Lane) -> None:
+        control = self._root / f"control{lane.index}"
+        control.mkdir(mode=0o777)
+        os.chmod(control, 0o777)  # the zygote (POLICY_UID) makes its socket here; the Host's 0700 root guards the path
+        spec = lane_spec(image=self._images.policy_runtime, labels=self._labels.for_role("lane"),
+                         name=f"epg-lane-{self._labels.sandbox}-{lane.index}", exchange=lane.exchange,
+                         programs=self._programs, control=control, limits=self._limits, cpu=lane.cpu,
+                         tail_bytes=self._limits.episode.output_tail_bytes)
+        lane.zygote = LaneZygote.start(self._engine, spec, control)
+
     def _start_runner(self, lane: _Lane) -> None:
-        lane.exchange.mkdir(mode=0o755)
-        os.chmod(lane.exchange, 0o755)
         spec = ContainerSpec(
             image=self._images.environment,
             # -O: Benchmarks validate actions before the simulator sees them, so
@@ -269,6 +312,10 @@ class DockerSandbox:
         outcome: RunnerOutcome | None = None
         exit_status: ContainerExit | None = None
         try:
+            if isinstance(slot.container, ForkedSlot) and slot.container.ended.is_set():
+                # Before its Episode no Program has run in it: its end is the sandbox's fault, never the policy's.
+                raise InfrastructureError(InfraErrorCode.CONTAINER_FAILED, f"the forked sandbox {slot.name} ended before its Episode",
+                                          f"{slot.container.exit}\n{slot.container.tail.decode('utf-8', 'replace')}")
             job.program.write_to(slot.program_dir)  # visible read-only inside the waiting container
             record = self._call(lane, "RunEpisode", episode_request(job, limits, slot.name, PROGRAM_MOUNT), episode_budget_s(limits))
             outcome = runner_outcome(job, record)
@@ -276,19 +323,37 @@ class DockerSandbox:
             if outcome is not RunnerOutcome.COMPLETED:
                 exit_status = self._exit_of(slot, outcome)
                 if not tail:
-                    tail = self._engine.logs_tail(slot.container, limits.output_tail_bytes)
+                    tail = self._tail_of(slot, limits.output_tail_bytes)
             return episode_outcome(job, record, outcome, exit_status, tail)
         finally:
             still_running = exit_status is None or exit_status.exit_code is None
             if outcome is not RunnerOutcome.COMPLETED and still_running:
-                self._engine.kill(slot.container)  # a misbehaving policy may still be burning CPU
+                self._kill(slot)  # a misbehaving policy may still be burning CPU
             self.container_pool.discard(slot)
 
     def _exit_of(self, slot: Slot, outcome: RunnerOutcome) -> ContainerExit:
-        if outcome is RunnerOutcome.POLICY_DISCONNECTED:
-            return self._engine.exit_of(slot.container, EXIT_WAIT_S)  # it is dying by itself: how?
-        self._engine.kill(slot.container)
+        if outcome is not RunnerOutcome.POLICY_DISCONNECTED:  # else it is dying by itself: how?
+            self._kill(slot)
+        if isinstance(slot.container, ForkedSlot):
+            return self._zygote_of(slot).exit_of(slot.container, EXIT_WAIT_S)
         return self._engine.exit_of(slot.container, EXIT_WAIT_S)
+
+    def _kill(self, slot: Slot) -> None:
+        if isinstance(slot.container, ForkedSlot):
+            self._zygote_of(slot).kill(slot.container)
+        else:
+            self._engine.kill(slot.container)
+
+    def _tail_of(self, slot: Slot, max_bytes: int) -> bytes:
+        """What the policy wrote to its descriptors 1 and 2, when the runtime could not report its own tail."""
+        if isinstance(slot.container, ForkedSlot):
+            return slot.container.tail[-max_bytes:] if max_bytes else b""
+        return self._engine.logs_tail(slot.container, max_bytes)
+
+    def _zygote_of(self, slot: Slot) -> LaneZygote:
+        zygote = self._lanes[slot.lane].zygote
+        assert zygote is not None, "a forked slot belongs to a lane with a zygote"
+        return zygote
 
     # slots ---------------------------------------------------------------------
 
@@ -304,11 +369,27 @@ class DockerSandbox:
         slot.program_dir.mkdir(mode=0o755)
         os.chmod(slot.program_dir, 0o755)
         self._call(lane, "PrepareSlot", runner_pb2.PrepareSlotRequest(slot=name), 30)
-        slot.container = self._engine.start(self._policy_spec(lane, slot))
+        if lane.zygote is not None:
+            slot.container = lane.zygote.spawn(name, cpu_seconds=self._cpu_backstop_s())
+        else:
+            slot.container = self._engine.start(self._policy_spec(lane, slot))
         return slot
 
+    def _cpu_backstop_s(self) -> int:
+        """A forked sandbox's RLIMIT_CPU: only a backstop behind the runner's deadlines and the Host's kill, so generous
+        (the runtime's CPU also runs while the environment steps, and a sandbox may be forked before the Benchmark's
+        own time limits are known)."""
+        return int(max(CPU_BACKSTOP_MIN_S, 2 * episode_budget_s(benchmark_limits(self._limits, self._benchmark))))
+
     def _destroy_slot(self, slot: Slot) -> None:
-        if slot.container is not None and not self._engine.remove(slot.container):
+        if isinstance(slot.container, ForkedSlot):
+            zygote = self._lanes[slot.lane].zygote
+            if zygote is not None:
+                try:
+                    zygote.forget(slot.container)
+                except InfrastructureError as exc:  # the zygote is gone, and its sandboxes with it (PDEATHSIG)
+                    log.error("forked sandbox %s: %s", slot.name, exc.message)
+        elif slot.container is not None and not self._engine.remove(slot.container):
             log.error("policy container %s could not be removed; `epg-orchestrate gc` will reap it", slot.container.short_id)
         shutil.rmtree(slot.program_dir, ignore_errors=True)
         shutil.rmtree(slot.io_dir, ignore_errors=True)

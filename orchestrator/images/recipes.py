@@ -60,6 +60,9 @@ POLICY_FILES = (
     "sdk/epg_sdk/protocol/values.py",
     "sdk/epg_sdk/runtime/__init__.py",
     "sdk/epg_sdk/runtime/policy_runtime.py",
+    "sdk/epg_sdk/runtime/zygote.py",
+    "sdk/epg_sdk/runtime/namespaces.py",
+    "sdk/epg_sdk/runtime/inner_filter.py",
     "sdk/epg/__init__.py",
     "sdk/epg/v1/__init__.py",
     "sdk/epg/v1/values_pb2.py",
@@ -191,12 +194,15 @@ def _project_files(paths: tuple[str, ...]) -> dict[str, Path]:
 
 def policy_runtime_recipe(python: str = DEFAULT_PYTHON) -> ImageRecipe:
     """Python, NumPy, protobuf and the policy runtime: no simulator, no Benchmark. On Python 3.13 also the
-    evopolicygym compat package (built from compat/), which EvoPolicyGym Programs import."""
+    evopolicygym compat package (built from compat/), which EvoPolicyGym Programs import. Debian's libseccomp binding
+    (python3-seccomp, built for the base's own Python) for the zygote's inner filter (forked isolation)."""
     compat = python != DEFAULT_PYTHON
     return ImageRecipe(
         name=policy_runtime_name(python),
         dockerfile=IMAGES / "policy-runtime" / "Dockerfile",
-        build_args={"SMOKE": "numpy, epg_sdk.runtime.policy_runtime" + (", evopolicygym.policy" if compat else "")},
+        build_args={"SMOKE": "numpy, seccomp, epg_sdk.runtime.policy_runtime, epg_sdk.runtime.zygote"
+                    + (", evopolicygym.policy" if compat else "")},
+        debian=("python3-seccomp",),
         requirements=pins_of(*POLICY_NAMES),
         files=_project_files(POLICY_FILES),
         distributions=(COMPAT_DISTRIBUTION,) if compat else (),

@@ -92,7 +92,8 @@ class OutputTail(io.TextIOBase):
 WARM_UP_AFTER_S = 0.05
 
 
-def _warm_up() -> None:
+def warm_up() -> None:
+    """Import what a Program may need beyond what every Episode does (done once by a zygote, before it forks)."""
     import pathlib  # noqa: F401
     import traceback  # noqa: F401
 
@@ -223,7 +224,7 @@ def _failure(fault: pb.PolicyFault.ValueType, exc: BaseException, tail: OutputTa
 def serve(channel: FramedSocket, tail: OutputTail) -> int:
     """Serve one Episode on channel. Returns the process exit status."""
     if not select.select([channel.socket], [], [], WARM_UP_AFTER_S)[0]:
-        _warm_up()
+        warm_up()
     start = channel.receive(pb.PolicyFrame())
     gc.enable()
     if start.WhichOneof("kind") != "start":
@@ -292,9 +293,19 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m epg_sdk.runtime.policy_runtime [--linger] SOCKET_PATH", file=sys.__stderr__)
         return 2
-    channel = FramedSocket(_connect(args[0]), spin=STEP_SPIN)
+    sock = _connect(args[0])
+    try:
+        return serve_connected(sock)
+    finally:
+        if lingering:
+            linger()
+
+
+def serve_connected(sock: socket.socket) -> int:
+    """Serve one Episode on sock, connected to the runner's slot socket, the policy's stdout and stderr going to the
+    runtime's tail (the protocol never uses stdout: the policy may print freely). Returns the exit status."""
+    channel = FramedSocket(sock, spin=STEP_SPIN)
     tail = OutputTail(DEFAULT_TAIL_BYTES)
-    # The protocol never uses stdout: the policy may print freely.
     sys.stdout = sys.stderr = tail
     try:
         return serve(channel, tail)
@@ -302,8 +313,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         channel.close()
-        if lingering:
-            linger()
 
 
 if __name__ == "__main__":
