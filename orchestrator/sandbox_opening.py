@@ -20,6 +20,7 @@ from orchestrator.backends.settings import SandboxImages, SandboxLimits, Sandbox
 from orchestrator.images.builder import ImageBuilder
 from orchestrator.images.catalogue import EnvironmentPackage, resolve_benchmark
 from orchestrator.images.recipes import policy_image_of
+from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.ports import PooledSandbox
 from orchestrator.orphans import reap_cluster_orphans, reap_orphans
 from orchestrator.records import provenance
@@ -64,6 +65,9 @@ def open_sandbox(engine: DockerEngine, images: SandboxImages, setup: SandboxSetu
     Raises InfrastructureError (engine, cluster, runner, images).
     """
     sandbox: DockerSandbox | KubernetesSandbox
+    if setup.kubernetes is not None and setup.tuning.isolation != "container":
+        raise InfrastructureError(InfraErrorCode.ENGINE_UNAVAILABLE,
+                                  f"{setup.tuning.isolation} isolation runs on the Docker backend only; choose container isolation on a cluster")
     if setup.kubernetes is None:
         sandbox = DockerSandbox(engine, images, setup.limits, setup.labels, tuning=setup.tuning)
     else:

@@ -18,6 +18,7 @@ from orchestrator.cli.options import (
     Base,
     Concurrency,
     Environments,
+    Isolation,
     Json,
     KubeContext,
     KubeNamespace,
@@ -66,6 +67,7 @@ def evaluate(
     concurrency: Concurrency = 0,
     pool_size: PoolSize = 4,
     runtime: Runtime = "runc",
+    isolation: Isolation = "container",
     backend: Backend = "docker",
     context: KubeContext = "",
     namespace: KubeNamespace = "default",
@@ -97,6 +99,8 @@ def evaluate(
         usage(f"--split must be one of {', '.join(SPLITS)}, not {split!r}")
     if backend == "kubernetes":
         require_extra("kubernetes", "--backend kubernetes")
+        if isolation == "forked":
+            usage("--isolation forked runs on the Docker backend only")
     try:
         program = capture_program(program_dir)
     except ProgramError as exc:
@@ -117,7 +121,7 @@ def evaluate(
         package, _, _ = resolve_benchmark(benchmark, packages)
     except CatalogueError as exc:
         fail(str(exc))
-    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, episodes=episodes)
+    tuning = SandboxTuning(concurrency=concurrency, pool_size=pool_size, runtime=runtime, isolation=isolation, episodes=episodes)
     kubernetes = (KubernetesOptions(target=ClusterTarget(context=context, namespace=namespace), registry_prefix=registry_prefix,
                                     runtime_class_name=runtime_class) if backend == "kubernetes" else None)
     options = SandboxOptions(benchmark=benchmark, limits=limits, tuning=tuning, scope=scope, base=base, environments=roots,

@@ -100,6 +100,13 @@ Runtime = Annotated[
     ContainerRuntime,
     typer.Option("--runtime", help="OCI runtime of the policy containers: runc, or runsc (gVisor; scripts/ensure-docker.sh registers it)."),
 ]
+# backends.settings.SandboxIsolation, spelled out for the same reason.
+IsolationMode = Literal["container", "forked"]
+Isolation = Annotated[
+    IsolationMode,
+    typer.Option("--isolation", help="How each Episode is isolated: container (a policy container of its own) or forked (a "
+                 "sandbox of fresh namespaces forked in its lane's hardened container; Docker backend only)."),
+]
 Backend = Annotated[
     Literal["docker", "kubernetes"],
     typer.Option("--backend", help="Where Episodes run: the local Docker engine, or the Kubernetes cluster of --context/--namespace."),

@@ -50,7 +50,7 @@ def replay_run(run_dir: Path, targets: list[str], *, scope: str = "", base: str 
     present = bool(recorded) and DockerEngine.connect().image_labels(recorded) is not None
     concurrency = 1 if episodes < ONE_LANE_BELOW else spec.sandbox.concurrency
     tuning = SandboxTuning(concurrency=concurrency, pool_size=min(spec.sandbox.pool_size, REPLAY_POOL_SIZE),
-                           runtime=spec.sandbox.runtime)
+                           runtime=spec.sandbox.runtime, isolation=spec.sandbox.isolation)
     options = SandboxOptions(benchmark=run.benchmark, limits=sandbox_limits(spec), tuning=tuning, scope=scope, base=base,
                              environments=environments, environment_image=recorded if present else "",
                              benchmark_entry=entry if present else "")

@@ -254,7 +254,7 @@ class RunDriver:
             self._record_provenance(engine, built, package, agent_image)
             records.append(Started(resume=options.resume, owner=labels.owner, sandbox=labels.sandbox))
             tuning = SandboxTuning(concurrency=self._spec.sandbox.concurrency, pool_size=self._spec.sandbox.pool_size,
-                                   runtime=self._spec.sandbox.runtime)
+                                   runtime=self._spec.sandbox.runtime, isolation=self._spec.sandbox.isolation)
             setup = SandboxSetup(labels=labels, limits=sandbox_limits(self._spec), tuning=tuning, kubernetes=kubernetes_options(self._spec))
             with open_sandbox(engine, images, setup, lambda m: self._notify(RunProgress.NOTE, {"message": m})) as sandbox:
                 benchmark = sandbox.describe()

@@ -261,6 +261,18 @@ class SandboxSpec(_Strict):
         description="OCI runtime of the policy and agent containers: runc, or runsc (gVisor: a user-space kernel "
         "between them and the host's; install and register it with scripts/ensure-docker.sh).",
     )
+    isolation: Literal["container", "forked"] = Field(
+        default="container",
+        description="How each Episode is isolated: container (a policy container of its own), or forked (a sandbox of fresh "
+        "namespaces forked in its lane's hardened container from a runtime that has already imported everything; "
+        "Docker backend only; ARCHITECTURE.md, \"Forked Episode sandboxes\").",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SandboxSpec:
+        if self.isolation == "forked" and self.backend != "docker":
+            raise ValueError("sandbox.isolation forked runs on the Docker backend only")
+        return self
 
 
 class RecordsSpec(_Strict):

@@ -16,6 +16,7 @@ from typing import Any, get_args
 import typer
 
 from orchestrator.backends.container_spec import RUNTIMES
+from orchestrator.backends.settings import ISOLATIONS
 from orchestrator.cli import options, runs
 from orchestrator.cli.app import app
 from orchestrator.reports.export import ProgramForm
@@ -96,4 +97,5 @@ def test_each_subcommands_help_loads_none_of_them_and_shows_each_of_its_options(
 
 def test_the_option_types_spelled_out_for_a_lean_help_match_the_values_they_stand_for():
     assert get_args(options.ContainerRuntime) == RUNTIMES
+    assert get_args(options.IsolationMode) == ISOLATIONS
     assert get_args(runs.ProgramFormName) == tuple(form.value for form in ProgramForm)

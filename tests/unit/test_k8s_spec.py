@@ -37,3 +37,13 @@ def test_bad_kubernetes_fields_name_their_path(tmp_path, sandbox, problem):
     with pytest.raises(SpecError) as caught:
         load_spec(path)
     assert any(line.startswith(problem) for line in caught.value.problems), caught.value.problems
+
+
+def test_forked_isolation_is_refused_on_a_cluster(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "sandbox": {"backend": "kubernetes", "isolation": "forked"}}))
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert any("sandbox.isolation forked runs on the Docker backend only" in line for line in caught.value.problems), caught.value.problems
+    assert RunSpec.model_validate({**BASE, "sandbox": {"isolation": "forked"}}).sandbox.isolation == "forked"
+    assert RunSpec.model_validate(BASE).sandbox.isolation == "container"
