@@ -1,9 +1,15 @@
-"""Hostile and broken policies end as scored policy failures; the Host and the next Episode carry on."""
+"""Hostile and broken policies end as scored policy failures; the Host and the next Episode carry on.
+
+Every test runs under both Episode isolation modes: a policy container per Episode, and a sandbox forked in the
+lane's container (gVisor runs the first only: a forked sandbox under runsc is refused).
+"""
 
 from __future__ import annotations
 
 import secrets
 import time
+from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 from programs import STEADY
@@ -12,10 +18,33 @@ from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
 from orchestrator.backends.labels import LabelSet, owner_id, selector
 from orchestrator.backends.sandbox import DockerSandbox
-from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning
+from orchestrator.backends.settings import ISOLATIONS, SandboxImages, SandboxLimits, SandboxTuning
 from orchestrator.kernel.evaluation import evaluate_program
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.program import capture_program
+
+# The runtimes of a test parametrised over them, with each isolation mode that runs under it.
+UNDER = [("runc", "container"), ("runsc", "container"), ("runc", "forked")]
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that opens a sandbox, under each isolation mode (those parametrised with UNDER already are)."""
+    if "open_sandbox" in metafunc.fixturenames and "isolation" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("isolation")
+    if "isolation" in metafunc.fixturenames and not any("isolation" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")):
+        metafunc.parametrize("isolation", ISOLATIONS)
+
+
+@pytest.fixture
+def open_sandbox(open_sandbox, isolation):
+    """The shared factory with the test's isolation mode in its tuning."""
+
+    @contextmanager
+    def factory(benchmark="CartPole-v1", limits=SandboxLimits(), tuning=SandboxTuning(pool_size=2), runtime=None):
+        with open_sandbox(benchmark, limits, replace(tuning, isolation=isolation), runtime) as sandbox:
+            yield sandbox
+
+    return factory
 
 
 def _one(sandbox, program_dir, index=0):
@@ -23,7 +52,7 @@ def _one(sandbox, program_dir, index=0):
     return sandbox.run_episode(episode, capture_program(program_dir))
 
 
-@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+@pytest.mark.parametrize(("runtime", "isolation"), UNDER)
 def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sandbox, write_program, runtime):
     bomb = write_program('''
         hoard = []
@@ -72,7 +101,7 @@ def test_fork_bomb_is_stopped_by_the_pid_limit(open_sandbox, write_program):
     assert after.status is EpisodeStatus.COMPLETED
 
 
-@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+@pytest.mark.parametrize(("runtime", "isolation"), UNDER)
 def test_infinite_loop_in_act_times_out_within_the_step_deadline(open_sandbox, write_program, runtime):
     spin = write_program('''
         class Policy:
@@ -266,7 +295,7 @@ def test_environment_crash_is_an_infrastructure_error_with_diagnostics(open_sand
     assert "simulator" not in caught.value.message
 
 
-def test_every_episode_gets_a_fresh_container(open_sandbox, write_program):
+def test_every_episode_gets_a_fresh_runtime(open_sandbox, write_program):
     marker = write_program('''
         import os, socket
         class Policy:
@@ -276,15 +305,16 @@ def test_every_episode_gets_a_fresh_container(open_sandbox, write_program):
             if os.path.exists("/tmp/marker"):
                 raise RuntimeError("saw the marker of an earlier Episode")
             open("/tmp/marker", "w").write("used")
-            print("HOST", socket.gethostname(), open("/proc/self/cgroup").read().splitlines()[0])
+            # Each container, and each forked sandbox, mounts a /tmp of its own: its device number tells them apart.
+            print("HOST", socket.gethostname(), os.stat("/tmp").st_dev)
             return Policy()
     ''')
     with open_sandbox() as sandbox:
         evaluation = evaluate_program(sandbox, capture_program(marker), split="train", seed=0, episodes=3)
     outcomes = evaluation.feedback.episodes
     assert [o.status for o in outcomes] == [EpisodeStatus.COMPLETED] * 3, outcomes
-    cgroups = {o.output_tail.split("HOST", 1)[1].split()[1] for o in outcomes}
-    assert len(cgroups) == 3
+    devices = {o.output_tail.split("HOST", 1)[1].split()[1] for o in outcomes}
+    assert len(devices) == 3
 
 
 def test_a_runner_that_exits_during_start_up_is_reported_at_once_with_its_log(engine, images, scope):
