@@ -15,7 +15,7 @@ import yaml
 from programs import STEADY
 from support.cli import run_cli
 
-from orchestrator.backends.labels import selector
+from orchestrator.backends.labels import ROLE, selector
 from orchestrator.kernel.program import capture_program
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,14 +39,16 @@ SMALL = {
 }
 
 
-def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program, scope):
+def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program, engine, scope):
+    """A Run whose Episodes run in forked sandboxes (the other Runs of the suite run a container per Episode)."""
     steady = write_program(STEADY)
-    spec = write_spec(tmp_path / "spec.yaml", **SMALL, agent={
+    spec = write_spec(tmp_path / "spec.yaml", **SMALL, sandbox={"isolation": "forked"}, agent={
         "kind": "scripted",
         "steps": [{"program": str(BASELINE), "episodes": "0:4"}, {"program": str(steady), "episodes": "0:2,5"}],
         "finish": "all",
     })
     run_dir = tmp_path / "run"
+    began = int(time.time()) - 1
     result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
     assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
@@ -111,6 +113,13 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     pool_payloads = [p["payload"] for p in json.loads((run_dir / "private" / "pool.json").read_text())]
     workspace_text = "".join(p.read_text(errors="replace") for p in (run_dir / "workspace").rglob("*") if p.is_file())
     assert not any(payload in workspace_text for payload in pool_payloads)
+    # Forked: a lane container held the sandboxes, no policy container was started, and nothing is left.
+    (sandbox_id,) = {e["sandbox"] for e in events(run_dir) if e["type"] == "started"}
+    created = engine.client.events(since=began, until=int(time.time()) + 1, decode=True,
+                                   filters={"type": "container", "event": "create", "label": selector(sandbox=sandbox_id)})
+    roles = sorted(e["Actor"]["Attributes"][ROLE] for e in created)
+    assert "lane" in roles and "runner" in roles and "policy" not in roles, roles
+    assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
 
 
 AGENT_PROBE = r'''

@@ -44,6 +44,8 @@ SUITE = {
         "sandbox": {"concurrency": 1, "pool_size": 2, "prestart_memory_mib": 0},
     },
 }
+# The suite that ranks its agents runs its Episodes in forked sandboxes; the one stopped by SIGTERM, in containers.
+FORKED = {**SUITE["protocol"]["sandbox"], "isolation": "forked"}
 
 
 def lines(path: Path) -> list[dict]:
@@ -68,7 +70,7 @@ def short_dir() -> Iterator[Path]:
 def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_dir, engine, scope):
     (tmp_path / "seed.key").write_text(SEED_KEY + "\n")
     suite_file = tmp_path / "suite.yaml"
-    suite_file.write_text(yaml.safe_dump(SUITE))
+    suite_file.write_text(yaml.safe_dump({**SUITE, "protocol": {**SUITE["protocol"], "sandbox": FORKED}}))
     suite_dir = short_dir / "out"
     progress = tmp_path / "progress.txt"
     process = subprocess.Popen(
@@ -116,6 +118,9 @@ def test_a_killed_suite_resumes_and_its_report_ranks_the_agents(tmp_path, short_
         assert [e["resume"] for e in starts if e["run"] == name] == [False, True]
         expected = [False, True] if name in logged_start else [True]
         assert [e["resume"] for e in lines(suite_dir / "runs" / name / "events.jsonl") if e["type"] == "started"] == expected
+    # Every Run of the suite ran its Episodes in forked sandboxes, as the protocol chose.
+    for run_dir in (suite_dir / "runs").glob("*"):
+        assert yaml.safe_load((run_dir / "spec.yaml").read_text())["sandbox"]["isolation"] == "forked", run_dir.name
     # Never more than runs_at_once Runs at a time.
     going, most = set(), 0
     for event in suite_events:
