@@ -7,10 +7,11 @@ cold-start rate are also measured with gVisor (runsc) policy containers, their
 samples interleaved with runc's (`--runtimes runc` leaves them out). Then the
 fixed cost of a command stage by stage (bench/fixed_cost.py), and whole
 commands, as users compare them: `epg-orchestrate evaluate` of --command-episodes
-cold CartPole Episodes against a fresh plain `python` per Episode with JSON over
+cold CartPole Episodes, under each isolation mode, against a fresh plain `python` per Episode with JSON over
 pipes (bench/reference.py), alternating, with the ratio; and each phase of a
 published-protocol CartPole Run (bench/run_phases.py), without and with
-pre-starting, beside the plain process. Then,
+pre-starting and forked, beside the plain process. Forked isolation's own figures (bench/forked.py): CPU per
+sandbox and a lane's memory. Then,
 for each Benchmark of --benchmarks (default: the Core16 ones beyond classic
 control that the catalogue holds), its random Program's figures: the environment's own step time, our
 per-step overhead beyond it, and Episodes/s on a warm pool (bench/per_benchmark.py).
@@ -33,6 +34,8 @@ from pathlib import Path
 from statistics import median
 
 from fixed_cost import print_fixed_cost
+from forked import measure as measure_forked
+from forked import print_forked
 from per_benchmark import CORE16_OTHERS, known, measure, print_figures
 from reference import run_reference
 from run_phases import run_phase_figures
@@ -171,6 +174,8 @@ def main() -> int:
     builder = ImageBuilder(engine.client, progress=lambda m: print(m, file=sys.stderr))
     if not args.only_benchmarks:
         cartpole_figures(engine, builder, args, runtimes)
+        print("\nforked isolation: a lane's zygote, CartPole-v1 Episodes ending at their first act, one at a time\n", flush=True)
+        print_forked(measure_forked(engine, builder, 32, args.repeats, settle), report, SandboxTuning(concurrency=args.concurrency).lanes())
         print_fixed_cost(Path(__file__).resolve().parents[1] / "environments" / "cartpole" / "baseline", args.repeats)
         if args.command_episodes:
             command_figures(builder, args)
@@ -286,10 +291,11 @@ def command_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
     print(f"\nwhole commands, cold, {lanes} lanes each: `evaluate` against a fresh plain process per Episode (JSON over pipes)\n", flush=True)
     with tempfile.TemporaryDirectory(prefix="epg-bench-") as tmp:
         root = Path(tmp)
-        cases = [("500-step", write_program(root, "balancing", BALANCING), args.command_episodes, 1.5),
-                 ("~10-step", write_program(root, "always-left", ALWAYS_LEFT), max(16, args.command_episodes // 4), 1.0)]
-        for label, program, episodes, target in cases:
-            ours: list[float] = []
+        # (label, Program, Episodes, target of a container per Episode, target of forked sandboxes), as x the plain process
+        cases = [("500-step", write_program(root, "balancing", BALANCING), args.command_episodes, 1.5, 5.0),
+                 ("~10-step", write_program(root, "always-left", ALWAYS_LEFT), max(16, args.command_episodes // 4), 1.0, 3.0)]
+        for label, program, episodes, container_target, forked_target in cases:
+            rates: dict[str, list[float]] = {"container": [], "forked": []}
             theirs: list[float] = []
             cpu: list[float] = []
             for _ in range(max(1, args.repeats - 1)):
@@ -297,12 +303,15 @@ def command_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
                 reference = run_reference(program, episodes, lanes)
                 theirs.append(reference.rate)
                 cpu.append(reference.cpu_ms_per_episode)
-                settle()
-                ours.append(episodes / timed_evaluate(program, episodes, args.concurrency))
+                for isolation in rates:
+                    settle()
+                    rates[isolation].append(episodes / timed_evaluate(program, episodes, args.concurrency, isolation))
             report(f"plain process per Episode: {label} Episodes per second", median(theirs), "Episodes/s",
                    f"({median(cpu):.0f} ms CPU per Episode; {episodes} Episodes) {samples(theirs)}")
-            report(f"`evaluate`, whole command: {label} Episodes per second", median(ours), "Episodes/s",
-                   f"({median(ours) / median(theirs):.2f} x the plain process; target >= {target:.1f} x) {samples(ours)}")
+            for isolation, target in (("container", container_target), ("forked", forked_target)):
+                ours = rates[isolation]
+                report(f"`evaluate --isolation {isolation}`: {label} Episodes per second", median(ours), "Episodes/s",
+                       f"({median(ours) / median(theirs):.2f} x the plain process; target >= {target:.1f} x) {samples(ours)}")
 
 
 def phase_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
@@ -323,16 +332,16 @@ def phase_figures(builder: ImageBuilder, args: argparse.Namespace) -> None:
             if phase.name == "close":
                 report(f"{label}: close (the end of the Assessment to the exit)", phase.seconds, "s")
                 continue
-            target = " target >= 3.0 x" if phase.name in ("validation", "assessment") and label.startswith("pre-start") else ""
+            target = " target >= 3.0 x" if phase.name in ("validation", "assessment") and "pre-start" in label else ""
             kind = "" if phase.name == "whole Run" else " phase"
             report(f"{label}: {phase.name}{kind}, {phase.episodes} Episodes in {phase.seconds:.1f} s", phase.rate, "Episodes/s",
                    f"({phase.rate / plain:.2f} x the plain process{target})")
 
 
-def timed_evaluate(program: Path, episodes: int, concurrency: int) -> float:
+def timed_evaluate(program: Path, episodes: int, concurrency: int, isolation: str = "container") -> float:
     """Wall seconds of `epg-orchestrate evaluate` as a user runs it (a new process, its images already built)."""
     command = [sys.executable, "-m", "orchestrator.cli.app", "evaluate", str(program), "-b", "CartPole-v1", "-n", str(episodes),
-               "--concurrency", str(concurrency), "--json"]
+               "--concurrency", str(concurrency), "--isolation", isolation, "--json"]
     began = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
                             env={**os.environ, "EPG_SCOPE": "bench"})

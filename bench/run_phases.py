@@ -4,7 +4,8 @@ The protocol of examples/core16 (128 train Episodes, every completed Submission 
 64 Episodes, 256 held-out Episodes for the selected and for the starting Program), on CartPole-v1
 with a balancing policy. The agent (a `command` agent in agent-base) submits four times 32
 Episodes and thinks `--think-s` seconds after each, as a coding agent would. The same Run goes
-twice, alternating: without pre-starting (sandbox.prestart_memory_mib 0) and with the default.
+twice, alternating: without pre-starting (sandbox.prestart_memory_mib 0) and with the default; then
+once more with forked isolation (sandbox.isolation forked), pre-starting as the default.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def agent_script(think_s: float) -> str:
     return f"{submits}; epg-session finish s0001"
 
 
-def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: Path) -> dict[str, PhaseFigures]:
+def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: Path, isolation: str = "container") -> dict[str, PhaseFigures]:
     """One Run; its phases' wall times from the event log, then its close (the end of the Assessment to the
     command's exit: the removal of what is left) and the whole Run (its start to the command's exit)."""
     spec = {
@@ -50,9 +51,11 @@ def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: P
         "validation": {"episodes": 64, "candidates": "all_completed"},
         "assessment": {"episodes": 256},
     }
+    sandbox: dict[str, object] = {"isolation": isolation}
     if prestart_mib is not None:
-        spec["sandbox"] = {"prestart_memory_mib": prestart_mib}
-    spec_path = workdir / f"spec-{prestart_mib}.yaml"
+        sandbox["prestart_memory_mib"] = prestart_mib
+    spec["sandbox"] = sandbox
+    spec_path = workdir / f"spec-{prestart_mib}-{isolation}.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     run_dir = workdir / f"run-{prestart_mib}-{time.monotonic_ns()}"
     result = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "run", str(spec_path), "-o", str(run_dir), "--json"],
@@ -77,8 +80,9 @@ def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: P
 
 
 def run_phase_figures(program: Path, think_s: float, prestart_mib: int | None = None) -> dict[str, dict[str, PhaseFigures]]:
-    """The Run without pre-starting and with prestart_mib (None: the default), in that order."""
+    """The Run without pre-starting, with prestart_mib (None: the default), then forked with prestart_mib, in that order."""
     label = "pre-start (default)" if prestart_mib is None else f"pre-start ({prestart_mib} MiB)"
     with tempfile.TemporaryDirectory(prefix="epg-bench-run-") as tmp:
         return {"no pre-start": run_once(program, 0, think_s, Path(tmp)),
-                label: run_once(program, prestart_mib, think_s, Path(tmp))}
+                label: run_once(program, prestart_mib, think_s, Path(tmp)),
+                f"forked, {label}": run_once(program, prestart_mib, think_s, Path(tmp), "forked")}
