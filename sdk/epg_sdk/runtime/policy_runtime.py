@@ -243,11 +243,9 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
         decode, encode_into = values.decode_exact, values.encode_exact_into
     else:
         decode, encode_into = values.decode, values.encode_into
-    incoming = pb.PolicyFrame()
-    answer = pb.RuntimeFrame()
-    action_value = answer.action.value
     while True:
-        channel.receive(incoming)
+        # Fresh messages each step: a reused one keeps every frame parsed into it in its arena until it is freed.
+        incoming = channel.receive(pb.PolicyFrame())
         kind = incoming.WhichOneof("kind")
         if kind != "observation":
             goodbye = pb.RuntimeFrame()
@@ -260,8 +258,9 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
         except BaseException as exc:
             channel.send(_failure(pb.POLICY_FAULT_ACT, exc, tail))
             return 0
+        answer = pb.RuntimeFrame()
         try:
-            encode_into(action_value, action)
+            encode_into(answer.action.value, action)
         except Exception as exc:
             channel.send(_failure(pb.POLICY_FAULT_ENCODE, exc, tail))
             return 0
