@@ -12,14 +12,18 @@ every other read passes no room for them, so the kernel closes any a peer sends.
 from __future__ import annotations
 
 import array
+import fcntl
 import math
+import mmap
 import os
 import socket
+import stat
 import struct
 import time
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import numpy as np
 from google.protobuf.message import DecodeError, Message
 
 HEADER = struct.Struct("<I")
@@ -234,3 +238,96 @@ class FramedSocket:
 
     def close(self) -> None:
         self._sock.close()
+
+
+# Shared memory for large observations: the runner writes a step's tensor into a sealed memfd of its Episode and
+# sends only where it lies; the policy runtime maps it read-only.
+SHARED_MIN_BYTES = 4096  # smaller tensors stay on the socket: the region costs more than it saves below this
+MAX_SHARED_BYTES = 256 * 1024 * 1024
+_F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)  # Linux 5.1; not named by Python 3.11's fcntl
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+class SharedMemoryError(Exception):
+    """A shared region cannot be made or mapped, or a reference into it is out of its bounds."""
+
+
+class SharedWriter:
+    """The runner's side: a memfd of size bytes, mapped writable here only.
+
+    Sealed against shrinking and growing (so a mapping never faults), against
+    further seals, and, where the kernel allows (Linux >= 5.1), against any
+    write but through this process's mapping: a policy that receives the
+    descriptor can only read it. `write_protected` says whether that last seal
+    took. Raises SharedMemoryError when the kernel refuses a memfd.
+    """
+
+    def __init__(self, size: int) -> None:
+        if not 0 < size <= MAX_SHARED_BYTES:
+            raise SharedMemoryError(f"a shared region of {size} bytes is outside 1..{MAX_SHARED_BYTES}")
+        try:
+            descriptor = os.memfd_create("epg-observations", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except (AttributeError, OSError) as exc:
+            raise SharedMemoryError(f"no memfd: {exc}") from exc
+        try:
+            os.ftruncate(descriptor, size)
+            self._map = mmap.mmap(descriptor, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            try:
+                fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, _F_SEAL_FUTURE_WRITE)
+                self.write_protected = True
+            except OSError:
+                self.write_protected = False
+            fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, _SEALS)
+        except OSError as exc:
+            os.close(descriptor)
+            raise SharedMemoryError(f"cannot prepare the shared region: {exc}") from exc
+        self._descriptor = descriptor
+        self.size = size
+
+    def fileno(self) -> int:
+        return self._descriptor
+
+    def write(self, array: Any) -> int:
+        """Copy a NumPy array into the region from offset 0, little-endian in C order; return its length in bytes.
+
+        The caller checks that array.nbytes <= size.
+        """
+        target = np.ndarray(array.shape, dtype=array.dtype.newbyteorder("<"), buffer=self._map)
+        np.copyto(target, array, casting="equiv")
+        return int(array.nbytes)
+
+    def close(self) -> None:
+        self._map.close()
+        os.close(self._descriptor)
+
+
+class SharedReader:
+    """The policy runtime's side: the runner's region mapped read-only, its descriptor closed."""
+
+    def __init__(self, descriptor: int, size: int) -> None:
+        """Map size bytes of descriptor read-only and close it (always, even on failure).
+
+        Raises SharedMemoryError when the descriptor is not a regular file
+        (a memfd) of exactly size bytes, or size is outside 1..MAX_SHARED_BYTES.
+        """
+        try:
+            if not 0 < size <= MAX_SHARED_BYTES:
+                raise SharedMemoryError(f"a shared region of {size} bytes is outside 1..{MAX_SHARED_BYTES}")
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode) or status.st_size != size:
+                raise SharedMemoryError(f"the shared descriptor is not a region of {size} bytes")
+            self._map = mmap.mmap(descriptor, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        except OSError as exc:
+            raise SharedMemoryError(f"cannot map the shared region: {exc}") from exc
+        finally:
+            os.close(descriptor)
+        self.size = size
+
+    def view(self, offset: int, length: int) -> memoryview:
+        """The bytes [offset, offset + length) of the region. Raises SharedMemoryError when they lie outside it."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise SharedMemoryError(f"bytes {offset}..{offset + length} lie outside the shared region of {self.size}")
+        return memoryview(self._map)[offset:offset + length]
+
+    def close(self) -> None:
+        self._map.close()

@@ -41,7 +41,7 @@ import numpy as np
 
 from epg.v1 import policy_pb2 as pb
 from epg_sdk.protocol import values
-from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed
+from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed, SharedMemoryError, SharedReader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -220,12 +220,49 @@ def _failure(fault: pb.PolicyFault.ValueType, exc: BaseException, tail: OutputTa
     return frame
 
 
+def _map_shared_memory(start: pb.PolicyFrame, descriptors: list[int]) -> SharedReader | None:
+    """The runner's shared memory mapped read-only, when Start offered it with one descriptor; else None.
+
+    Every descriptor that came with Start is closed, mapped or not. A region
+    that cannot be mapped is declined (Ready.shared_memory stays false), and
+    the runner sends every observation on the socket.
+    """
+    size = start.start.shared_memory_bytes if start.WhichOneof("kind") == "start" else 0
+    for extra in descriptors[1:]:
+        os.close(extra)
+    if not descriptors:
+        return None
+    if not size or start.start.program_abi:
+        os.close(descriptors[0])
+        return None
+    try:
+        return SharedReader(descriptors[0], size)  # closes the descriptor
+    except SharedMemoryError:
+        return None
+
+
+def _observation(observation: pb.Observation, decode: Any, shared: SharedReader | None) -> Any:
+    """The observation of a frame: a copy of its tensor in shared memory, or its decoded value.
+
+    Raises ValueCodecError for a malformed value, SharedMemoryError for a
+    shared tensor without shared memory or outside it.
+    """
+    if not observation.HasField("shared"):
+        return decode(observation.value)
+    if shared is None:
+        raise SharedMemoryError("a shared observation, but no shared memory was mapped")
+    tensor = observation.shared
+    with shared.view(tensor.offset, tensor.length) as data:
+        return values.decode_tensor_bytes(tensor.dtype, tensor.shape, data)
+
+
 def serve(channel: FramedSocket, tail: OutputTail) -> int:
     """Serve one Episode on channel. Returns the process exit status."""
     if not select.select([channel.socket], [], [], WARM_UP_AFTER_S)[0]:
         _warm_up()
-    start = channel.receive(pb.PolicyFrame())
+    start, descriptors = channel.receive_with_descriptors(pb.PolicyFrame())
     gc.enable()
+    shared = _map_shared_memory(start, descriptors)  # before the Program runs: no descriptor of it stays open
     if start.WhichOneof("kind") != "start":
         return 3
     tail.set_limit(start.start.output_tail_bytes or DEFAULT_TAIL_BYTES)
@@ -236,6 +273,7 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
         return 0
     ready = pb.RuntimeFrame()
     ready.ready.SetInParent()
+    ready.ready.shared_memory = shared is not None
     channel.send(ready)
 
     act = policy.act
@@ -252,7 +290,7 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
             goodbye.goodbye.output_tail = tail.tail()
             channel.send(goodbye)
             return 0
-        observation = decode(incoming.observation.value)
+        observation = _observation(incoming.observation, decode, shared)
         try:
             action = act(observation)
         except BaseException as exc:
