@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import mmap
 import os
 import socket
@@ -80,8 +82,6 @@ def test_the_receiver_of_the_region_can_neither_write_resize_nor_reseal_it():
         for size in (0, 4096, 16384):
             with pytest.raises(PermissionError):
                 os.ftruncate(descriptor, size)
-        import fcntl
-
         with pytest.raises(PermissionError):
             fcntl.fcntl(descriptor, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
         writer.write(np.ones(8192, dtype=np.uint8))  # the runner's own mapping still writes
@@ -463,3 +463,32 @@ def test_a_truncated_or_oversized_answer_after_the_region_was_taken_is_classifie
 
         record = drive_against(peer)
         assert record.outcome == outcome, (garbage, record.message)
+
+
+class _NoDescriptors(socket.socket):
+    """A Unix socket whose kernel refuses SCM_RIGHTS, as a sandbox emulating the kernel may."""
+
+    def sendmsg(self, buffers, ancdata=(), *args):  # type: ignore[override]
+        if ancdata:
+            raise OSError(errno.EOPNOTSUPP, "descriptors cannot be passed here")
+        return super().sendmsg(buffers, ancdata, *args)
+
+
+def test_a_socket_that_cannot_pass_descriptors_runs_the_episode_on_the_socket_alone():
+    seen: list[Any] = []
+    runner_end, peer_end = socket.socketpair()
+    refusing = _NoDescriptors(runner_end.family, runner_end.type, fileno=runner_end.detach())
+    peer_channel = FramedSocket(peer_end)
+    thread = threading.Thread(target=scripted_peer(seen, ready_shared=True), args=(peer_channel,), daemon=True)
+    thread.start()
+    before = open_descriptors()
+    channel = FramedSocket(refusing)
+    try:
+        record = drive_episode(_StillBenchmark(FRAME), runner_pb2.EpisodeSpec(index=0), channel, LIMITS, 1, "/p")
+    finally:
+        channel.close()
+        thread.join(10)
+        peer_channel.close()
+    assert record.outcome == runner_pb2.RUNNER_OUTCOME_COMPLETED and record.steps == 5
+    assert seen == [("start", 0, 0)] + ["tensor"] * 5
+    assert open_descriptors() <= before | {str(refusing.fileno())}

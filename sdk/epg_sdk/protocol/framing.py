@@ -48,6 +48,10 @@ class PeerClosed(Exception):
     """The peer closed the connection (possibly in the middle of a frame)."""
 
 
+class DescriptorsRefused(Exception):
+    """The kernel (or a sandbox's emulation of it) refused to pass descriptors; nothing of the frame was sent."""
+
+
 class FrameTimeout(Exception):
     """No complete frame arrived before the deadline."""
 
@@ -81,7 +85,8 @@ class FramedSocket:
         """Send one message, with descriptors (SCM_RIGHTS) attached to its first byte when given.
 
         Raises PeerClosed when the peer has gone, FrameTimeout when the peer
-        does not take it before the deadline.
+        does not take it before the deadline, DescriptorsRefused when the
+        descriptors cannot be passed (the frame was not sent: send it without).
         """
         data = message.SerializeToString()
         self._arm(socket.SO_SNDTIMEO, deadline)
@@ -97,7 +102,14 @@ class FramedSocket:
 
     def _send_parts(self, header: bytes, data: bytes, descriptors: Sequence[int]) -> None:
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", descriptors))] if descriptors else []
-        sent = self._sock.sendmsg([header, data], ancillary)
+        try:
+            sent = self._sock.sendmsg([header, data], ancillary)
+        except (BlockingIOError, socket.timeout, BrokenPipeError, ConnectionResetError):
+            raise
+        except OSError as exc:
+            if descriptors:
+                raise DescriptorsRefused(str(exc)) from exc
+            raise
         if sent < len(header):  # rare: the kernel took part of the header only
             self._sock.sendall(header[sent:])
             sent = len(header)

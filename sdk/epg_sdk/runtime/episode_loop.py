@@ -18,6 +18,7 @@ from epg_sdk.benchmark import Benchmark, EpisodeRecord, InvalidAction
 from epg_sdk.protocol import values
 from epg_sdk.protocol.framing import (
     SHARED_MIN_BYTES,
+    DescriptorsRefused,
     FramedSocket,
     FrameTimeout,
     FramingError,
@@ -204,7 +205,14 @@ def drive_episode(
             if offered is not None:
                 start.start.shared_memory_bytes = offered.size
             descriptors = (offered.fileno(),) if offered is not None else ()
-            ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)", descriptors)
+            try:
+                ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)", descriptors)
+            except DescriptorsRefused:  # a sandbox whose kernel passes no descriptors: the socket alone
+                offered.close()  # type: ignore[union-attr]  # only descriptors can be refused
+                offered = None
+                start.start.shared_memory_bytes = 0
+                driver.policy_seconds = 0.0
+                ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)")
             if ready.WhichOneof("kind") != "ready":
                 raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, "expected Ready after Start")
             if offered is not None and ready.ready.shared_memory:
