@@ -14,6 +14,7 @@ Episode's shared memory), in alternating repetitions; the median is printed.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import tempfile
 import time
@@ -50,6 +51,9 @@ ROWS = (
 PROGRAM = "class Policy:\n    def act(self, observation):\n        return 0\n\n\ndef make_policy(context):\n    return Policy()\n"
 
 
+_ENVIRONMENT_CPU = [0.0]  # CPU seconds the Environments burnt, subtracted from the CPU figures
+
+
 class _Still:
     def __init__(self, observation: np.ndarray, busy_s: float) -> None:
         self._observation = observation
@@ -59,10 +63,11 @@ class _Still:
         return self._observation
 
     def step(self, action: Any) -> StepResult:
-        if self._busy_s:
-            until = time.perf_counter() + self._busy_s
-            while time.perf_counter() < until:
+        if self._busy_s:  # CPU time, not wall time: the same work however loaded the machine is
+            began = time.process_time()
+            while time.process_time() - began < self._busy_s:
                 pass
+            _ENVIRONMENT_CPU[0] += time.process_time() - began
         return StepResult(observation=self._observation, reward=0.0, terminated=False)
 
     def summary(self) -> dict[str, Any]:
@@ -93,41 +98,72 @@ class _StillBenchmark(Benchmark):
         return action
 
 
-def overhead_us(observation: np.ndarray, steps: int, shared_memory: bool, program_dir: Path, environment_us: float = 0.0) -> float:
-    """Microseconds per step of the runner's loop beyond the environment's step, one Episode of steps."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figures:
+    wall_us: float  # the runner's loop per step beyond the environment's step
+    cpu_us: float  # CPU of both processes per step beyond the environment's step: what the machine's load does not inflate
+
+
+def _episode(observation: np.ndarray, steps: int, shared_memory: bool, program_dir: Path, busy_s: float) -> tuple[runner_pb2.EpisodeRecord, float]:
+    """One Episode against a local policy runtime: its record and the CPU seconds both processes spent beyond the Environment's."""
     limits = EpisodeLimits(step_deadline_s=10.0, episode_deadline_s=3600.0)
+    _ENVIRONMENT_CPU[0] = 0.0
+    cpu = time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
     with local_policy_runtime(limits.startup_deadline_s, limits.max_frame_bytes) as (channel, _):
-        record = drive_episode(_StillBenchmark(observation, steps, environment_us / 1e6), runner_pb2.EpisodeSpec(index=0), channel, limits, 1,
+        record = drive_episode(_StillBenchmark(observation, steps, busy_s), runner_pb2.EpisodeSpec(index=0), channel, limits, 1,
                                str(program_dir), shared_memory=shared_memory)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() + children.ru_utime + children.ru_stime - cpu - _ENVIRONMENT_CPU[0]
     if record.outcome != runner_pb2.RUNNER_OUTCOME_COMPLETED or record.steps != steps:
         raise RuntimeError(f"the step-loop Episode failed: {record.message}")
-    return (record.loop_seconds - record.environment_seconds) / steps * 1e6
+    return record, cpu
 
 
-def measure(steps: int, repeats: int) -> list[tuple[str, float, float, float]]:
-    """(row name, socket us, shared us, target us) per row: medians of alternating repetitions."""
+def overhead(observation: np.ndarray, steps: int, shared_memory: bool, program_dir: Path, environment_us: float = 0.0) -> Figures:
+    """Per step of one Episode of steps, beyond the environment's step: wall time of the runner's loop, and CPU.
+
+    The CPU of a one-step Episode (the runtime's start-up, the Program's import) is subtracted.
+    """
+    busy_s = environment_us / 1e6
+    _, fixed_cpu = _episode(observation, 1, shared_memory, program_dir, busy_s)
+    record, cpu = _episode(observation, steps, shared_memory, program_dir, busy_s)
+    return Figures(wall_us=(record.loop_seconds - record.environment_seconds) / steps * 1e6,
+                   cpu_us=(cpu - fixed_cpu) / (steps - 1) * 1e6)
+
+
+Measured = tuple[str, Figures, Figures, float]  # row name, socket path, shared memory, target us
+
+
+def measure(steps: int, repeats: int) -> list[Measured]:
+    """Per row: the socket path forced and the runner's own choice, medians of alternating repetitions, and the target."""
     figures = []
     with tempfile.TemporaryDirectory(prefix="epg-step-bench-") as tmp:
         program_dir = Path(tmp)
         (program_dir / "policy.py").write_text(PROGRAM)
         for row in ROWS:
             count = max(50, steps // row.steps_divisor)
-            before, after = [], []
+            samples: dict[bool, list[Figures]] = {False: [], True: []}
             for _ in range(repeats):
-                before.append(overhead_us(row.observation, count, False, program_dir, row.environment_us))
-                after.append(overhead_us(row.observation, count, True, program_dir, row.environment_us))
-            figures.append((row.name, statistics.median(before), statistics.median(after), row.target_us))
+                for shared_memory in (False, True):
+                    samples[shared_memory].append(overhead(row.observation, count, shared_memory, program_dir, row.environment_us))
+            socket_path, shared = (Figures(wall_us=statistics.median(f.wall_us for f in samples[mode]),
+                                           cpu_us=statistics.median(f.cpu_us for f in samples[mode])) for mode in (False, True))
+            figures.append((row.name, socket_path, shared, row.target_us))
     return figures
 
 
-def print_rows(rows: list[tuple[str, float, float, float]]) -> None:
-    print(f"{'per-step overhead, one lane':<28} {'socket us':>10} {'shared us':>10} {'target':>12}", flush=True)
+def print_rows(rows: list[Measured]) -> None:
+    print(f"{'per-step overhead, one lane':<28} {'socket us':>10} {'shared us':>10} {'target':>12} {'socket CPU':>11} {'shared CPU':>11}",
+          flush=True)
     for name, before, after, target in rows:
-        verdict = "ok" if after <= target else "OVER"
-        print(f"{name:<28} {before:>10.1f} {after:>10.1f} {f'<={target:.0f} {verdict}':>12}", flush=True)
+        verdict = "ok" if after.wall_us <= target else "OVER"
+        print(f"{name:<28} {before.wall_us:>10.1f} {after.wall_us:>10.1f} {f'<={target:.0f} {verdict}':>12} "
+              f"{before.cpu_us:>11.1f} {after.cpu_us:>11.1f}", flush=True)
     print("(the runner's step loop against the policy runtime over a Unix socket, no container; socket: every observation "
           "on the socket; shared: tensors of 4 KiB or more through the Episode's sealed memfd; 'after an env step': the "
-          "Environment burns that much CPU first, as CarRacing and HalfCheetah do; medians)", flush=True)
+          "Environment burns that much CPU first, as CarRacing and HalfCheetah do; us: wall time per step beyond the "
+          "environment's; CPU: us of CPU per step of both processes beyond the environment's, which a loaded machine "
+          "does not inflate; medians)", flush=True)
 
 
 def main() -> int:

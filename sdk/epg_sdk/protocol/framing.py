@@ -304,9 +304,13 @@ class SharedWriter:
 
         The caller checks that array.nbytes <= size.
         """
-        target = np.ndarray(array.shape, dtype=array.dtype.newbyteorder("<"), buffer=self._map)
-        np.copyto(target, array, casting="equiv")
-        return int(array.nbytes)
+        length = int(array.nbytes)
+        if array.flags.c_contiguous and array.dtype.byteorder != ">":
+            self._map[:length] = memoryview(array).cast("B")  # one memcpy, no NumPy call
+        else:
+            target = np.ndarray(array.shape, dtype=array.dtype.newbyteorder("<"), buffer=self._map)
+            np.copyto(target, array, casting="equiv")
+        return length
 
     def close(self) -> None:
         self._map.close()

@@ -362,8 +362,9 @@ def decode_tensor_bytes(code: int, shape: Sequence[int], data: memoryview) -> np
     dims = tuple(shape)
     if min(dims, default=0) < 0 or len(dims) > _MAX_DIMS or data.nbytes != dtype.itemsize * math.prod(dims):
         raise ValueCodecError(f"tensor of shape {dims} and dtype {dtype.name} does not match its {data.nbytes} bytes")
-    array = np.frombuffer(data, dtype=dtype).reshape(dims)
-    return array.copy() if _NATIVE_LITTLE else array.astype(dtype.newbyteorder("="))
+    if not _NATIVE_LITTLE:
+        return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
+    return np.frombuffer(bytearray(data), dtype=dtype).reshape(dims)  # the bytearray is the copy, and writable
 
 
 _DIGEST_DOMAIN = b"epg/parameters/v1\0"
