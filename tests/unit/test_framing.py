@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import threading
@@ -185,3 +186,49 @@ def test_a_read_without_deadline_after_a_timed_read_blocks_again(pair):
     assert receiver.receive(pb.Value(), deadline=None) == text("eventually")
     timeval = receiver.socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.calcsize("@ll"))
     assert struct.unpack("@ll", timeval) == (0, 0)
+
+
+def test_large_and_small_frames_interleaved_arrive_intact_through_the_reused_buffer(pair):
+    sender, receiver = pair
+    messages = [pb.Value(raw=bytes([i]) * (70_000 if i % 3 == 0 else 100 + i)) for i in range(12)]
+
+    def send_all():
+        for message in messages:
+            sender.send(message)
+
+    thread = threading.Thread(target=send_all)
+    thread.start()
+    try:
+        for message in messages:
+            assert receiver.receive(pb.Value(), deadline=time.monotonic() + 10) == message
+    finally:
+        thread.join()
+
+
+def test_descriptors_sent_with_a_frame_are_received_with_it(pair):
+    sender, receiver = pair
+    read_end, write_end = os.pipe()
+    try:
+        sender.send(text("with a descriptor"), descriptors=[write_end])
+        message, descriptors = receiver.receive_with_descriptors(pb.Value(), deadline=time.monotonic() + 5)
+        assert message == text("with a descriptor")
+        assert len(descriptors) == 1
+        os.write(descriptors[0], b"through the passed descriptor")
+        os.close(descriptors[0])
+        assert os.read(read_end, 100) == b"through the passed descriptor"
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_descriptors_a_plain_receive_does_not_ask_for_are_dropped(pair):
+    sender, receiver = pair
+    read_end, write_end = os.pipe()
+    before = set(os.listdir("/proc/self/fd"))
+    try:
+        sender.send(text("unasked"), descriptors=[write_end])
+        assert receiver.receive(pb.Value(), deadline=time.monotonic() + 5) == text("unasked")
+        assert set(os.listdir("/proc/self/fd")) <= before  # the kernel closed the copy that came with the frame
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -25,31 +25,33 @@ _sym_db = _symbol_database.Default()
 from epg.v1 import values_pb2 as epg_dot_v1_dot_values__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x65pg/v1/policy.proto\x12\x06\x65pg.v1\x1a\x13\x65pg/v1/values.proto\"\x9f\x02\n\x05Start\x12\x13\n\x0b\x61\x62i_version\x18\x01 \x01(\r\x12\x14\n\x0c\x62\x65nchmark_id\x18\x02 \x01(\t\x12(\n\x11observation_space\x18\x03 \x01(\x0b\x32\r.epg.v1.Value\x12#\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\r.epg.v1.Value\x12!\n\nparameters\x18\x05 \x01(\x0b\x32\r.epg.v1.Value\x12\x13\n\x0bpolicy_seed\x18\x06 \x01(\x04\x12\x13\n\x0bprogram_dir\x18\x07 \x01(\t\x12\x19\n\x11output_tail_bytes\x18\x08 \x01(\r\x12\x13\n\x0bprogram_abi\x18\t \x01(\t\x12\x1f\n\x08metadata\x18\n \x01(\x0b\x32\r.epg.v1.Value\"9\n\x0bObservation\x12\x1c\n\x05value\x18\x01 \x01(\x0b\x32\r.epg.v1.Value\x12\x0c\n\x04step\x18\x02 \x01(\r\"\x16\n\x04Stop\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x7f\n\x0bPolicyFrame\x12\x1e\n\x05start\x18\x01 \x01(\x0b\x32\r.epg.v1.StartH\x00\x12*\n\x0bobservation\x18\x02 \x01(\x0b\x32\x13.epg.v1.ObservationH\x00\x12\x1c\n\x04stop\x18\x03 \x01(\x0b\x32\x0c.epg.v1.StopH\x00\x42\x06\n\x04kind\"\x07\n\x05Ready\"&\n\x06\x41\x63tion\x12\x1c\n\x05value\x18\x01 \x01(\x0b\x32\r.epg.v1.Value\"f\n\x07\x46\x61ilure\x12\"\n\x05\x66\x61ult\x18\x01 \x01(\x0e\x32\x13.epg.v1.PolicyFault\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\ttraceback\x18\x03 \x01(\t\x12\x13\n\x0boutput_tail\x18\x04 \x01(\x0c\"\x1e\n\x07Goodbye\x12\x13\n\x0boutput_tail\x18\x01 \x01(\x0c\"\xa0\x01\n\x0cRuntimeFrame\x12\x1e\n\x05ready\x18\x01 \x01(\x0b\x32\r.epg.v1.ReadyH\x00\x12 \n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x0e.epg.v1.ActionH\x00\x12\"\n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x0f.epg.v1.FailureH\x00\x12\"\n\x07goodbye\x18\x04 \x01(\x0b\x32\x0f.epg.v1.GoodbyeH\x00\x42\x06\n\x04kind*q\n\x0bPolicyFault\x12\x1c\n\x18POLICY_FAULT_UNSPECIFIED\x10\x00\x12\x15\n\x11POLICY_FAULT_LOAD\x10\x01\x12\x14\n\x10POLICY_FAULT_ACT\x10\x02\x12\x17\n\x13POLICY_FAULT_ENCODE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x65pg/v1/policy.proto\x12\x06\x65pg.v1\x1a\x13\x65pg/v1/values.proto\"\xbc\x02\n\x05Start\x12\x13\n\x0b\x61\x62i_version\x18\x01 \x01(\r\x12\x14\n\x0c\x62\x65nchmark_id\x18\x02 \x01(\t\x12(\n\x11observation_space\x18\x03 \x01(\x0b\x32\r.epg.v1.Value\x12#\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\r.epg.v1.Value\x12!\n\nparameters\x18\x05 \x01(\x0b\x32\r.epg.v1.Value\x12\x13\n\x0bpolicy_seed\x18\x06 \x01(\x04\x12\x13\n\x0bprogram_dir\x18\x07 \x01(\t\x12\x19\n\x11output_tail_bytes\x18\x08 \x01(\r\x12\x13\n\x0bprogram_abi\x18\t \x01(\t\x12\x1f\n\x08metadata\x18\n \x01(\x0b\x32\r.epg.v1.Value\x12\x1b\n\x13shared_memory_bytes\x18\x0b \x01(\x04\"[\n\x0cSharedTensor\x12\x1c\n\x05\x64type\x18\x01 \x01(\x0e\x32\r.epg.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0e\n\x06length\x18\x04 \x01(\x04\"_\n\x0bObservation\x12\x1c\n\x05value\x18\x01 \x01(\x0b\x32\r.epg.v1.Value\x12\x0c\n\x04step\x18\x02 \x01(\r\x12$\n\x06shared\x18\x03 \x01(\x0b\x32\x14.epg.v1.SharedTensor\"\x16\n\x04Stop\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x7f\n\x0bPolicyFrame\x12\x1e\n\x05start\x18\x01 \x01(\x0b\x32\r.epg.v1.StartH\x00\x12*\n\x0bobservation\x18\x02 \x01(\x0b\x32\x13.epg.v1.ObservationH\x00\x12\x1c\n\x04stop\x18\x03 \x01(\x0b\x32\x0c.epg.v1.StopH\x00\x42\x06\n\x04kind\"\x1e\n\x05Ready\x12\x15\n\rshared_memory\x18\x01 \x01(\x08\"&\n\x06\x41\x63tion\x12\x1c\n\x05value\x18\x01 \x01(\x0b\x32\r.epg.v1.Value\"f\n\x07\x46\x61ilure\x12\"\n\x05\x66\x61ult\x18\x01 \x01(\x0e\x32\x13.epg.v1.PolicyFault\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\ttraceback\x18\x03 \x01(\t\x12\x13\n\x0boutput_tail\x18\x04 \x01(\x0c\"\x1e\n\x07Goodbye\x12\x13\n\x0boutput_tail\x18\x01 \x01(\x0c\"\xa0\x01\n\x0cRuntimeFrame\x12\x1e\n\x05ready\x18\x01 \x01(\x0b\x32\r.epg.v1.ReadyH\x00\x12 \n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x0e.epg.v1.ActionH\x00\x12\"\n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x0f.epg.v1.FailureH\x00\x12\"\n\x07goodbye\x18\x04 \x01(\x0b\x32\x0f.epg.v1.GoodbyeH\x00\x42\x06\n\x04kind*q\n\x0bPolicyFault\x12\x1c\n\x18POLICY_FAULT_UNSPECIFIED\x10\x00\x12\x15\n\x11POLICY_FAULT_LOAD\x10\x01\x12\x14\n\x10POLICY_FAULT_ACT\x10\x02\x12\x17\n\x13POLICY_FAULT_ENCODE\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'epg.v1.policy_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_POLICYFAULT']._serialized_start=902
-  _globals['_POLICYFAULT']._serialized_end=1015
+  _globals['_POLICYFAULT']._serialized_start=1085
+  _globals['_POLICYFAULT']._serialized_end=1198
   _globals['_START']._serialized_start=53
-  _globals['_START']._serialized_end=340
-  _globals['_OBSERVATION']._serialized_start=342
-  _globals['_OBSERVATION']._serialized_end=399
-  _globals['_STOP']._serialized_start=401
-  _globals['_STOP']._serialized_end=423
-  _globals['_POLICYFRAME']._serialized_start=425
-  _globals['_POLICYFRAME']._serialized_end=552
-  _globals['_READY']._serialized_start=554
-  _globals['_READY']._serialized_end=561
-  _globals['_ACTION']._serialized_start=563
-  _globals['_ACTION']._serialized_end=601
-  _globals['_FAILURE']._serialized_start=603
-  _globals['_FAILURE']._serialized_end=705
-  _globals['_GOODBYE']._serialized_start=707
-  _globals['_GOODBYE']._serialized_end=737
-  _globals['_RUNTIMEFRAME']._serialized_start=740
-  _globals['_RUNTIMEFRAME']._serialized_end=900
+  _globals['_START']._serialized_end=369
+  _globals['_SHAREDTENSOR']._serialized_start=371
+  _globals['_SHAREDTENSOR']._serialized_end=462
+  _globals['_OBSERVATION']._serialized_start=464
+  _globals['_OBSERVATION']._serialized_end=559
+  _globals['_STOP']._serialized_start=561
+  _globals['_STOP']._serialized_end=583
+  _globals['_POLICYFRAME']._serialized_start=585
+  _globals['_POLICYFRAME']._serialized_end=712
+  _globals['_READY']._serialized_start=714
+  _globals['_READY']._serialized_end=744
+  _globals['_ACTION']._serialized_start=746
+  _globals['_ACTION']._serialized_end=784
+  _globals['_FAILURE']._serialized_start=786
+  _globals['_FAILURE']._serialized_end=888
+  _globals['_GOODBYE']._serialized_start=890
+  _globals['_GOODBYE']._serialized_end=920
+  _globals['_RUNTIMEFRAME']._serialized_start=923
+  _globals['_RUNTIMEFRAME']._serialized_end=1083
 # @@protoc_insertion_point(module_scope)

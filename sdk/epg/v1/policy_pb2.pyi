@@ -8,11 +8,19 @@ unsigned length followed by that many bytes of one serialized message.
 The runner sends PolicyFrame; the policy runtime answers with RuntimeFrame.
 Exchange: Start -> Ready, then Observation -> Action per step, then Stop ->
 Goodbye. A Failure may replace any answer.
+
+Shared memory: a Start may carry one descriptor (SCM_RIGHTS, with its first
+byte) of a sealed memfd of Start.shared_memory_bytes; a runtime that maps it
+read-only says so in Ready.shared_memory, and only then may an Observation
+be a SharedTensor in it instead of a Value. A runtime that ignores the
+descriptor (the kernel closes it) gets every Observation as a Value.
 """
 
+from collections import abc as _abc
 from epg.v1 import values_pb2 as _values_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -67,6 +75,7 @@ class Start(_message.Message):
     OUTPUT_TAIL_BYTES_FIELD_NUMBER: _builtins.int
     PROGRAM_ABI_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    SHARED_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     abi_version: _builtins.int
     benchmark_id: _builtins.str
     policy_seed: _builtins.int
@@ -78,6 +87,8 @@ class Start(_message.Message):
     """"" (ours: NumPy values, epg/v1) or "policy/v2" (EvoPolicyGym 0.3: exact Python values, TensorValue,
     PolicyContext); the runner copies it from the Benchmark.
     """
+    shared_memory_bytes: _builtins.int
+    """Non-zero: the size of the memfd whose descriptor came with this frame."""
     @_builtins.property
     def observation_space(self) -> _values_pb2.Value: ...
     @_builtins.property
@@ -101,14 +112,48 @@ class Start(_message.Message):
         output_tail_bytes: _builtins.int = ...,
         program_abi: _builtins.str = ...,
         metadata: _values_pb2.Value | None = ...,
+        shared_memory_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "metadata", b"metadata", "observation_space", b"observation_space", "parameters", b"parameters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abi_version", b"abi_version", "action_space", b"action_space", "benchmark_id", b"benchmark_id", "metadata", b"metadata", "observation_space", b"observation_space", "output_tail_bytes", b"output_tail_bytes", "parameters", b"parameters", "policy_seed", b"policy_seed", "program_abi", b"program_abi", "program_dir", b"program_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abi_version", b"abi_version", "action_space", b"action_space", "benchmark_id", b"benchmark_id", "metadata", b"metadata", "observation_space", b"observation_space", "output_tail_bytes", b"output_tail_bytes", "parameters", b"parameters", "policy_seed", b"policy_seed", "program_abi", b"program_abi", "program_dir", b"program_dir", "shared_memory_bytes", b"shared_memory_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Start: _TypeAlias = Start  # noqa: Y015
+
+@_typing.final
+class SharedTensor(_message.Message):
+    """A tensor the runner wrote into the shared memory of the Episode: `length`
+    bytes from `offset`, little-endian, in C order.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DTYPE_FIELD_NUMBER: _builtins.int
+    SHAPE_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    LENGTH_FIELD_NUMBER: _builtins.int
+    dtype: _values_pb2.DType.ValueType
+    offset: _builtins.int
+    length: _builtins.int
+    @_builtins.property
+    def shape(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        dtype: _values_pb2.DType.ValueType = ...,
+        shape: _abc.Iterable[_builtins.int] | None = ...,
+        offset: _builtins.int = ...,
+        length: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dtype", b"dtype", "length", b"length", "offset", b"offset", "shape", b"shape"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SharedTensor: _TypeAlias = SharedTensor  # noqa: Y015
 
 @_typing.final
 class Observation(_message.Message):
@@ -116,18 +161,24 @@ class Observation(_message.Message):
 
     VALUE_FIELD_NUMBER: _builtins.int
     STEP_FIELD_NUMBER: _builtins.int
+    SHARED_FIELD_NUMBER: _builtins.int
     step: _builtins.int
     @_builtins.property
     def value(self) -> _values_pb2.Value: ...
+    @_builtins.property
+    def shared(self) -> Global___SharedTensor:
+        """Set instead of value when the observation is a tensor in shared memory."""
+
     def __init__(
         self,
         *,
         value: _values_pb2.Value | None = ...,
         step: _builtins.int = ...,
+        shared: Global___SharedTensor | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["shared", b"shared", "value", b"value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["step", b"step", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["shared", b"shared", "step", b"step", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -186,12 +237,17 @@ Global___PolicyFrame: _TypeAlias = PolicyFrame  # noqa: Y015
 class Ready(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    SHARED_MEMORY_FIELD_NUMBER: _builtins.int
+    shared_memory: _builtins.bool
+    """The runtime mapped the shared memory of Start and reads SharedTensor observations."""
     def __init__(
         self,
+        *,
+        shared_memory: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["shared_memory", b"shared_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import math
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ _CODES_BY_DTYPE: dict[np.dtype, pb.DType.ValueType] = {np.dtype(name).newbyteord
 _CODES_BY_DTYPE.update({np.dtype(name).newbyteorder("|"): code for name, code in _DTYPES.items() if np.dtype(name).itemsize == 1})
 _NATIVE_LITTLE = np.dtype("<f4").isnative
 MAX_DEPTH = 32
+_MAX_DIMS = 32  # NumPy 1.x allows no more
 POLICY_V2_ABI = "policy/v2"  # Start.program_abi of EvoPolicyGym 0.3 Programs, whose values are the exact view
 _INT64_MAX = 2**63 - 1
 _DTYPE_NAMES: dict[int, str] = {code: name for name, code in _DTYPES.items()}
@@ -340,6 +342,29 @@ def decode_tensor(tensor: pb.Tensor) -> np.ndarray:
         array = np.frombuffer(data, dtype=dtype).reshape(dims)
     # A writable array in native byte order (a copy: the message owns the bytes).
     return array.copy() if _NATIVE_LITTLE else array.astype(dtype.newbyteorder("="))
+
+
+def tensor_code(obj: Any) -> int | None:
+    """The DType code of obj when it is a NumPy array our ABI sends as a tensor as it is, else None."""
+    return _CODES_BY_DTYPE.get(obj.dtype) if type(obj) is np.ndarray else None
+
+
+def decode_tensor_bytes(code: int, shape: Sequence[int], data: memoryview) -> np.ndarray:
+    """Return a writable array (native byte order) of the little-endian tensor in data (shared memory, say).
+
+    The array is a copy: the bytes may change once the caller answers. Raises
+    ValueCodecError for an unknown dtype code, a negative size, or a shape
+    that does not match the length of data.
+    """
+    dtype = _NUMPY_DTYPES.get(code)
+    if dtype is None:
+        raise ValueCodecError(f"unknown tensor dtype code {code}")
+    dims = tuple(shape)
+    if min(dims, default=0) < 0 or len(dims) > _MAX_DIMS or data.nbytes != dtype.itemsize * math.prod(dims):
+        raise ValueCodecError(f"tensor of shape {dims} and dtype {dtype.name} does not match its {data.nbytes} bytes")
+    if not _NATIVE_LITTLE:
+        return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
+    return np.frombuffer(bytearray(data), dtype=dtype).reshape(dims)  # the bytearray is the copy, and writable
 
 
 _DIGEST_DOMAIN = b"epg/parameters/v1\0"

@@ -16,7 +16,16 @@ from typing import Any, Callable
 from epg.v1 import policy_pb2, runner_pb2
 from epg_sdk.benchmark import Benchmark, EpisodeRecord, InvalidAction
 from epg_sdk.protocol import values
-from epg_sdk.protocol.framing import FramedSocket, FrameTimeout, FramingError, PeerClosed
+from epg_sdk.protocol.framing import (
+    SHARED_MIN_BYTES,
+    DescriptorsRefused,
+    FramedSocket,
+    FrameTimeout,
+    FramingError,
+    PeerClosed,
+    SharedMemoryError,
+    SharedWriter,
+)
 
 SUMMARY_LIMIT_BYTES = 64 * 1024
 EPISODE_ARTIFACTS_LIMIT_BYTES = 512 * 1024  # all of one Episode's artifacts together
@@ -115,15 +124,15 @@ class _Driver:
         self.clock = clock
         self.policy_seconds = 0.0
         self.environment_seconds = 0.0
-        self.answer = policy_pb2.RuntimeFrame()
+        self.shared: SharedWriter | None = None  # the Episode's shared memory, once the policy runtime took it
 
-    def ask(self, frame: policy_pb2.PolicyFrame, budget_s: float, what: str) -> policy_pb2.RuntimeFrame:
-        """Send frame, wait at most budget_s for the answer, charge the wait to the policy."""
+    def ask(self, frame: policy_pb2.PolicyFrame, budget_s: float, what: str, descriptors: tuple[int, ...] = ()) -> policy_pb2.RuntimeFrame:
+        """Send frame (with descriptors), wait at most budget_s for the answer, charge the wait to the policy."""
         began = self.clock()
         deadline = began + budget_s
         try:
-            self.channel.send(frame, deadline)
-            answer = self.channel.receive(self.answer, deadline)
+            self.channel.send(frame, deadline, descriptors)
+            answer = self.channel.receive(policy_pb2.RuntimeFrame(), deadline)
         except FrameTimeout:
             self.policy_seconds += self.clock() - began
             raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_POLICY_TIMEOUT, f"{what} took longer than {budget_s:.3g} s") from None
@@ -173,11 +182,16 @@ def drive_episode(
     policy_seed: int,
     program_dir: str,
     clock: Callable[[], float] = time.monotonic,
+    shared_memory: bool = True,
 ) -> runner_pb2.EpisodeRecord:
     """Run one Episode of benchmark against the policy on channel; return its record.
 
-    Never raises for anything the policy does; a Benchmark exception becomes
-    RUNNER_OUTCOME_ENVIRONMENT_ERROR with its traceback.
+    With shared_memory, an Episode whose first observation is a NumPy array of
+    at least SHARED_MIN_BYTES offers the policy runtime a sealed memfd with
+    Start, and sends such observations through it when the runtime takes it
+    (Ready.shared_memory); otherwise, and for every other value, observations
+    travel on the socket. Never raises for anything the policy does; a
+    Benchmark exception becomes RUNNER_OUTCOME_ENVIRONMENT_ERROR with its traceback.
     """
     record = runner_pb2.EpisodeRecord(episode=episode, outcome=runner_pb2.RUNNER_OUTCOME_COMPLETED)
     driver = _Driver(channel, limits, clock)
@@ -186,10 +200,27 @@ def drive_episode(
         environment = driver.timed_environment(lambda: benchmark.make_environment(episode.payload))
         observation = driver.timed_environment(environment.reset)
         start = start_frame(benchmark, policy_seed, program_dir, limits.output_tail_bytes)
-        ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)")
+        offered = _offer_shared_memory(benchmark, observation, limits) if shared_memory else None
+        try:
+            if offered is not None:
+                start.start.shared_memory_bytes = offered.size
+            descriptors = (offered.fileno(),) if offered is not None else ()
+            try:
+                ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)", descriptors)
+            except DescriptorsRefused:  # a sandbox whose kernel passes no descriptors: the socket alone
+                offered.close()  # type: ignore[union-attr]  # only descriptors can be refused
+                offered = None
+                start.start.shared_memory_bytes = 0
+                driver.policy_seconds = 0.0
+                ready = driver.ask(start, limits.startup_deadline_s, "policy start-up (import and make_policy)")
+            if ready.WhichOneof("kind") != "ready":
+                raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, "expected Ready after Start")
+            if offered is not None and ready.ready.shared_memory:
+                driver.shared, offered = offered, None
+        finally:
+            if offered is not None:  # not taken (a runtime without shared memory), or the start-up failed
+                offered.close()
         record.startup_seconds = driver.policy_seconds
-        if ready.WhichOneof("kind") != "ready":
-            raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_PROTOCOL_VIOLATION, "expected Ready after Start")
         driver.policy_seconds = 0.0  # start-up has its own deadline
         loop_began = clock()
         try:
@@ -206,6 +237,9 @@ def drive_episode(
         record.outcome = runner_pb2.RUNNER_OUTCOME_ENVIRONMENT_ERROR
         record.message = "the environment raised an exception"
         record.traceback = str(fault)
+    finally:
+        if driver.shared is not None:
+            driver.shared.close()
     record.policy_seconds = driver.policy_seconds
     record.environment_seconds = driver.environment_seconds
     if environment is not None and record.outcome != runner_pb2.RUNNER_OUTCOME_ENVIRONMENT_ERROR:
@@ -218,16 +252,47 @@ def drive_episode(
     return record
 
 
+def _offer_shared_memory(benchmark: Benchmark, observation: Any, limits: EpisodeLimits) -> SharedWriter | None:
+    """A shared region the size of the first observation when it is a large tensor our ABI sends as it is, else None.
+
+    Not for a Benchmark that encodes its observations itself (EvoPolicyGym's exact
+    values), nor where the kernel refuses a memfd: those stay on the socket.
+    """
+    program_abi: str = getattr(benchmark.spec, "program_abi", "")
+    if program_abi or getattr(benchmark, "encode_observation", None) is not None:
+        return None
+    if values.tensor_code(observation) is None or not SHARED_MIN_BYTES <= observation.nbytes <= limits.max_frame_bytes:
+        return None
+    try:
+        return SharedWriter(observation.nbytes)
+    except SharedMemoryError:
+        return None
+
+
+def _put_observation(frame: policy_pb2.PolicyFrame, observation: Any, shared: SharedWriter | None, encode_into: Callable[[Any, Any], None]) -> None:
+    """Write the observation into frame: into the shared region when it is a tensor that fits, else as a Value."""
+    if shared is not None:
+        code = values.tensor_code(observation)
+        if code is not None and observation.nbytes <= shared.size:
+            reference = frame.observation.shared
+            reference.dtype = code  # type: ignore[assignment]  # a DType value by construction
+            reference.shape[:] = observation.shape
+            reference.length = shared.write(observation)
+            return
+    try:
+        encode_into(frame.observation.value, observation)
+    except values.ValueCodecError as exc:
+        raise _EnvironmentFault(f"observation cannot be encoded: {exc}") from exc
+
+
 def _step_loop(benchmark: Benchmark, environment: Any, observation: Any, driver: _Driver, record: runner_pb2.EpisodeRecord) -> None:
     limits = driver.limits
     horizon = benchmark.spec.horizon
-    frame = policy_pb2.PolicyFrame()
     # A Benchmark may encode observations and decode actions its own way (EvoPolicyGym's exact values, where a
     # tuple stays a tuple); ours take values.encode_into and values.decode.
     encode_into = getattr(benchmark, "encode_observation", None) or values.encode_into
     decode = getattr(benchmark, "decode_action", None) or values.decode
     validate = benchmark.validate_action
-    observation_value = frame.observation.value
     total = 0.0
     steps = 0
     try:
@@ -235,10 +300,10 @@ def _step_loop(benchmark: Benchmark, environment: Any, observation: Any, driver:
             remaining = limits.episode_deadline_s - driver.policy_seconds
             if remaining <= 0:
                 raise _PolicyFault(runner_pb2.RUNNER_OUTCOME_POLICY_TIMEOUT, f"the policy used its {limits.episode_deadline_s:.3g} s Episode deadline")
-            try:
-                encode_into(observation_value, observation)
-            except values.ValueCodecError as exc:
-                raise _EnvironmentFault(f"observation cannot be encoded: {exc}") from exc
+            # A fresh frame each step: one reused keeps every step's bytes in its protobuf arena until it is freed
+            # (27 KiB a step for a 96x96x3 frame), and touching that new memory each step cost more than the rest.
+            frame = policy_pb2.PolicyFrame()
+            _put_observation(frame, observation, driver.shared, encode_into)
             frame.observation.step = steps
             budget = min(limits.step_deadline_s, remaining)
             what = "act()" if budget == limits.step_deadline_s else "act() (Episode deadline)"

@@ -41,7 +41,7 @@ import numpy as np
 
 from epg.v1 import policy_pb2 as pb
 from epg_sdk.protocol import values
-from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed
+from epg_sdk.protocol.framing import STEP_SPIN, FramedSocket, PeerClosed, SharedMemoryError, SharedReader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -221,12 +221,49 @@ def _failure(fault: pb.PolicyFault.ValueType, exc: BaseException, tail: OutputTa
     return frame
 
 
+def _map_shared_memory(start: pb.PolicyFrame, descriptors: list[int]) -> SharedReader | None:
+    """The runner's shared memory mapped read-only, when Start offered it with one descriptor; else None.
+
+    Every descriptor that came with Start is closed, mapped or not. A region
+    that cannot be mapped is declined (Ready.shared_memory stays false), and
+    the runner sends every observation on the socket.
+    """
+    size = start.start.shared_memory_bytes if start.WhichOneof("kind") == "start" else 0
+    for extra in descriptors[1:]:
+        os.close(extra)
+    if not descriptors:
+        return None
+    if not size or start.start.program_abi:
+        os.close(descriptors[0])
+        return None
+    try:
+        return SharedReader(descriptors[0], size)  # closes the descriptor
+    except SharedMemoryError:
+        return None
+
+
+def _observation(observation: pb.Observation, decode: Any, shared: SharedReader | None) -> Any:
+    """The observation of a frame: a copy of its tensor in shared memory, or its decoded value.
+
+    Raises ValueCodecError for a malformed value, SharedMemoryError for a
+    shared tensor without shared memory or outside it.
+    """
+    if not observation.HasField("shared"):
+        return decode(observation.value)
+    if shared is None:
+        raise SharedMemoryError("a shared observation, but no shared memory was mapped")
+    tensor = observation.shared
+    with shared.view(tensor.offset, tensor.length) as data:
+        return values.decode_tensor_bytes(tensor.dtype, tensor.shape, data)
+
+
 def serve(channel: FramedSocket, tail: OutputTail) -> int:
     """Serve one Episode on channel. Returns the process exit status."""
     if not select.select([channel.socket], [], [], WARM_UP_AFTER_S)[0]:
         warm_up()
-    start = channel.receive(pb.PolicyFrame())
+    start, descriptors = channel.receive_with_descriptors(pb.PolicyFrame())
     gc.enable()
+    shared = _map_shared_memory(start, descriptors)  # before the Program runs: no descriptor of it stays open
     if start.WhichOneof("kind") != "start":
         return 3
     tail.set_limit(start.start.output_tail_bytes or DEFAULT_TAIL_BYTES)
@@ -237,6 +274,7 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
         return 0
     ready = pb.RuntimeFrame()
     ready.ready.SetInParent()
+    ready.ready.shared_memory = shared is not None
     channel.send(ready)
 
     act = policy.act
@@ -244,25 +282,24 @@ def serve(channel: FramedSocket, tail: OutputTail) -> int:
         decode, encode_into = values.decode_exact, values.encode_exact_into
     else:
         decode, encode_into = values.decode, values.encode_into
-    incoming = pb.PolicyFrame()
-    answer = pb.RuntimeFrame()
-    action_value = answer.action.value
     while True:
-        channel.receive(incoming)
+        # Fresh messages each step: a reused one keeps every frame parsed into it in its arena until it is freed.
+        incoming = channel.receive(pb.PolicyFrame())
         kind = incoming.WhichOneof("kind")
         if kind != "observation":
             goodbye = pb.RuntimeFrame()
             goodbye.goodbye.output_tail = tail.tail()
             channel.send(goodbye)
             return 0
-        observation = decode(incoming.observation.value)
+        observation = _observation(incoming.observation, decode, shared)
         try:
             action = act(observation)
         except BaseException as exc:
             channel.send(_failure(pb.POLICY_FAULT_ACT, exc, tail))
             return 0
+        answer = pb.RuntimeFrame()
         try:
-            encode_into(action_value, action)
+            encode_into(answer.action.value, action)
         except Exception as exc:
             channel.send(_failure(pb.POLICY_FAULT_ENCODE, exc, tail))
             return 0

@@ -48,3 +48,48 @@ def test_the_road_followers_carracing_feedback_agrees_with_itself(epg_completed_
         assert summary["trace"].startswith("50 t")
     csv_header = racer.artifacts["episodes.csv"].decode().splitlines()[0]
     assert csv_header.endswith("end,tiles_visited,track_tiles,tiles_fraction,off_track_steps,off_track_fraction")
+
+
+SHARED_MEMORY_PROBE = '''
+import numpy as np
+
+
+def shared_mappings():
+    """The permissions of this process's mappings of the runner's observation memfd."""
+    with open("/proc/self/maps") as maps:
+        return [line.split()[1] for line in maps if "memfd:epg-observations" in line]
+
+
+class Probe:
+    def __init__(self, context):
+        space = context.action_space
+        self.action = np.asarray(space["low"], dtype=space["dtype"])
+        self.frames = len(context.observation_space["shape"]) == 3
+        mappings = shared_mappings()
+        if self.frames and mappings != ["r--s"]:
+            raise RuntimeError(f"a frame Benchmark without one read-only shared mapping: {mappings}")
+        if not self.frames and mappings:
+            raise RuntimeError(f"a vector Benchmark with a shared mapping: {mappings}")
+
+    def act(self, observation):
+        if self.frames and (observation.shape != (96, 96, 3) or not observation.flags.writeable):
+            raise RuntimeError(f"a frame of shape {observation.shape}, writable {observation.flags.writeable}")
+        observation[...] = 0  # the Program's own copy
+        return self.action
+
+
+def make_policy(context):
+    return Probe(context)
+'''
+
+
+def test_carracing_frames_reach_the_policy_container_through_read_only_shared_memory(epg_env_test, tmp_path):
+    """The runner offers a sealed memfd with Start; the runtime in the policy container maps it read-only (r--s) and
+    every 96x96x3 frame arrives through it, while BipedalWalker's vector stays on the socket (no mapping)."""
+    program = tmp_path / "probe"
+    program.mkdir()
+    (program / "policy.py").write_text(SHARED_MEMORY_PROBE)
+    report = epg_env_test(program, episodes=1)
+    sandbox = {c["benchmark"]: c for c in report["checks"] if c["name"].startswith("baseline runs through the sandbox")}
+    assert set(sandbox) == set(BENCHMARKS)
+    assert all(check["ok"] for check in sandbox.values()), sandbox

@@ -1,0 +1,179 @@
+"""Per-step figures of `make bench`: our overhead per step beyond the environment's own, one lane, socket and shared memory.
+
+A Benchmark whose Environment returns one constant observation (no work of its
+own) is driven by the runner's step loop (`drive_episode`) against the policy
+runtime in a local process over a Unix socket, the transport of both Episode
+isolation modes (a policy container, or a forked sandbox that serves in
+process). The policy answers 0 at once. So what a step costs is ours: the
+observation's encoding, framing, the socket, the runtime's decoding, act(),
+the action back. Each row runs twice in the same run, the socket path forced
+("before") and the path the runner chooses ("after": large tensors through the
+Episode's shared memory), in alternating repetitions; the median is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epg.v1 import runner_pb2
+from epg_sdk.benchmark import Benchmark, BenchmarkSpec, StepResult
+from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode
+from epg_sdk.testing import local_policy_runtime
+
+FRAME_TARGET_US, VECTOR_TARGET_US = 100.0, 30.0
+FRAME, VECTOR = np.zeros((96, 96, 3), dtype=np.uint8), np.zeros(17, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    name: str
+    observation: np.ndarray
+    environment_us: float  # CPU the Environment's step burns in the runner's process (caches and scheduler go cold)
+    target_us: float
+    steps_divisor: int = 1  # a long environment step: fewer steps
+
+
+ROWS = (
+    Row(name="96x96x3 uint8 frame", observation=FRAME, environment_us=0.0, target_us=FRAME_TARGET_US),
+    Row(name="  after a 7 ms env step", observation=FRAME, environment_us=7000.0, target_us=FRAME_TARGET_US, steps_divisor=10),
+    Row(name="17-float vector", observation=VECTOR, environment_us=0.0, target_us=VECTOR_TARGET_US),
+    Row(name="  after a 75 us env step", observation=VECTOR, environment_us=75.0, target_us=VECTOR_TARGET_US),
+)
+PROGRAM = "class Policy:\n    def act(self, observation):\n        return 0\n\n\ndef make_policy(context):\n    return Policy()\n"
+
+
+_ENVIRONMENT_CPU = [0.0]  # CPU seconds the Environments burnt, subtracted from the CPU figures
+
+
+class _Still:
+    def __init__(self, observation: np.ndarray, busy_s: float) -> None:
+        self._observation = observation
+        self._busy_s = busy_s
+
+    def reset(self) -> np.ndarray:
+        return self._observation
+
+    def step(self, action: Any) -> StepResult:
+        if self._busy_s:  # CPU time, not wall time: the same work however loaded the machine is
+            began = time.process_time()
+            while time.process_time() - began < self._busy_s:
+                pass
+            _ENVIRONMENT_CPU[0] += time.process_time() - began
+        return StepResult(observation=self._observation, reward=0.0, terminated=False)
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class _StillBenchmark(Benchmark):
+    def __init__(self, observation: np.ndarray, horizon: int, busy_s: float) -> None:
+        self._observation = observation
+        self._busy_s = busy_s
+        self._spec = BenchmarkSpec(
+            id="Still-v0", description="one constant observation", horizon=horizon, failure_return=0.0,
+            observation_space={"type": "box", "shape": list(observation.shape), "dtype": observation.dtype.name},
+            action_space={"type": "discrete", "n": 2},
+        )
+
+    @property
+    def spec(self) -> BenchmarkSpec:
+        return self._spec
+
+    def make_environment(self, payload: bytes) -> _Still:
+        return _Still(self._observation, self._busy_s)
+
+    def validate_action(self, action: Any) -> Any:
+        return action
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figures:
+    wall_us: float  # the runner's loop per step beyond the environment's step
+    cpu_us: float  # CPU of both processes per step beyond the environment's step: what the machine's load does not inflate
+
+
+def _episode(observation: np.ndarray, steps: int, shared_memory: bool, program_dir: Path, busy_s: float) -> tuple[runner_pb2.EpisodeRecord, float]:
+    """One Episode against a local policy runtime: its record and the CPU seconds both processes spent beyond the Environment's."""
+    limits = EpisodeLimits(step_deadline_s=10.0, episode_deadline_s=3600.0)
+    _ENVIRONMENT_CPU[0] = 0.0
+    cpu = time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+    with local_policy_runtime(limits.startup_deadline_s, limits.max_frame_bytes) as (channel, _):
+        record = drive_episode(_StillBenchmark(observation, steps, busy_s), runner_pb2.EpisodeSpec(index=0), channel, limits, 1,
+                               str(program_dir), shared_memory=shared_memory)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() + children.ru_utime + children.ru_stime - cpu - _ENVIRONMENT_CPU[0]
+    if record.outcome != runner_pb2.RUNNER_OUTCOME_COMPLETED or record.steps != steps:
+        raise RuntimeError(f"the step-loop Episode failed: {record.message}")
+    return record, cpu
+
+
+def overhead(observation: np.ndarray, steps: int, shared_memory: bool, program_dir: Path, environment_us: float = 0.0) -> Figures:
+    """Per step of one Episode of steps, beyond the environment's step: wall time of the runner's loop, and CPU.
+
+    The CPU of a one-step Episode (the runtime's start-up, the Program's import) is subtracted.
+    """
+    busy_s = environment_us / 1e6
+    _, fixed_cpu = _episode(observation, 1, shared_memory, program_dir, busy_s)
+    record, cpu = _episode(observation, steps, shared_memory, program_dir, busy_s)
+    return Figures(wall_us=(record.loop_seconds - record.environment_seconds) / steps * 1e6,
+                   cpu_us=(cpu - fixed_cpu) / (steps - 1) * 1e6)
+
+
+Measured = tuple[str, Figures, Figures, float]  # row name, socket path, shared memory, target us
+
+
+def measure(steps: int, repeats: int) -> list[Measured]:
+    """Per row: the socket path forced and the runner's own choice, medians of alternating repetitions, and the target."""
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="epg-step-bench-") as tmp:
+        program_dir = Path(tmp)
+        (program_dir / "policy.py").write_text(PROGRAM)
+        for row in ROWS:
+            count = max(50, steps // row.steps_divisor)
+            samples: dict[bool, list[Figures]] = {False: [], True: []}
+            for _ in range(repeats):
+                for shared_memory in (False, True):
+                    samples[shared_memory].append(overhead(row.observation, count, shared_memory, program_dir, row.environment_us))
+            socket_path, shared = (Figures(wall_us=statistics.median(f.wall_us for f in samples[mode]),
+                                           cpu_us=statistics.median(f.cpu_us for f in samples[mode])) for mode in (False, True))
+            figures.append((row.name, socket_path, shared, row.target_us))
+    return figures
+
+
+def print_rows(rows: list[Measured]) -> None:
+    print(f"{'per-step overhead, one lane':<28} {'socket us':>10} {'shared us':>10} {'target':>12} {'socket CPU':>11} {'shared CPU':>11}",
+          flush=True)
+    for name, before, after, target in rows:
+        verdict = "ok" if after.wall_us <= target else "OVER"
+        print(f"{name:<28} {before.wall_us:>10.1f} {after.wall_us:>10.1f} {f'<={target:.0f} {verdict}':>12} "
+              f"{before.cpu_us:>11.1f} {after.cpu_us:>11.1f}", flush=True)
+    print("(the runner's step loop against the policy runtime over a Unix socket, no container; socket: every observation "
+          "on the socket; shared: tensors of 4 KiB or more through the Episode's sealed memfd; 'after an env step': the "
+          "Environment burns that much CPU first, as CarRacing and HalfCheetah do; us: wall time per step beyond the "
+          "environment's; CPU: us of CPU per step of both processes beyond the environment's, which a loaded machine "
+          "does not inflate; medians)", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print_rows(measure(args.steps, args.repeats))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
