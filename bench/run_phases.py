@@ -64,7 +64,7 @@ def run_once(program: Path, prestart_mib: int | None, think_s: float, workdir: P
     if result.returncode != 0:
         raise RuntimeError(f"the Run failed ({result.returncode}): {result.stderr[-2000:]}")
     manifest = json.loads(result.stdout)
-    if manifest["terminal_reason"] != "finished":
+    if manifest["terminal_reason"] != "finish_called":
         raise RuntimeError(f"the Run ended {manifest['terminal_reason']}")
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     at = {e["type"]: e["time"] for e in events}
