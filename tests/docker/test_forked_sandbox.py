@@ -230,33 +230,6 @@ def test_memory_exhaustion_is_out_of_memory_and_the_lane_serves_on(open_sandbox,
     assert status["threads"] == 1
 
 
-def test_fork_bomb_is_bounded_and_the_lane_serves_on(open_sandbox, write_program):
-    bomb = write_program('''
-        import os, time
-        class Policy:
-            def act(self, observation):
-                children = 0
-                try:
-                    while True:
-                        if os.fork() == 0:
-                            time.sleep(120)
-                            os._exit(0)
-                        children += 1
-                except OSError as exc:
-                    raise RuntimeError(f"fork refused after {children} children: {exc}")
-        def make_policy(context):
-            return Policy()
-    ''')
-    limits = SandboxLimits(pids=32, episode=EpisodeLimits(step_deadline_s=10.0))
-    with open_sandbox(limits=limits, tuning=FORKED) as sandbox:
-        outcome = _run(sandbox, bomb)
-        after = _run(sandbox, write_program(STEADY))
-    assert outcome.failure is FailureCode.EXCEPTION, outcome
-    children = int(outcome.reason.split("after ")[1].split(" ")[0])
-    assert 0 < children < 32
-    assert after.status is EpisodeStatus.COMPLETED and after.steps == 500
-
-
 def test_a_crash_and_a_timeout_are_classified_as_in_a_container(open_sandbox, write_program):
     crash = write_program('''
         import os

@@ -13,7 +13,6 @@ import ctypes
 import os
 import resource
 import signal
-import socket
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
@@ -243,18 +242,3 @@ def drop_privileges(last_capability: int) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
 
 
-def connect(path: str, timeout_s: float) -> socket.socket:
-    """Connect to the unix socket at path, retrying while it is not there yet, for at most timeout_s."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(path)
-            return sock
-        except (FileNotFoundError, ConnectionRefusedError):
-            sock.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)

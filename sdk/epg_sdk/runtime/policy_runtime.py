@@ -143,8 +143,9 @@ class PolicyContext:
         return f"PolicyContext(benchmark_id={self.benchmark_id!r}, seed={self.seed}, program_dir={str(self._program_dir)!r})"
 
 
-def _connect(path: str) -> socket.socket:
-    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+def connect(path: str, timeout_s: float = CONNECT_TIMEOUT_S) -> socket.socket:
+    """Connect to the unix socket at path, retrying while it is not there yet, for at most timeout_s."""
+    deadline = time.monotonic() + timeout_s
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -330,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m epg_sdk.runtime.policy_runtime [--linger] SOCKET_PATH", file=sys.__stderr__)
         return 2
-    sock = _connect(args[0])
+    sock = connect(args[0])
     try:
         return serve_connected(sock)
     finally:

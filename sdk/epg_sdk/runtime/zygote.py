@@ -216,7 +216,7 @@ class Zygote:
         null = os.open("/dev/null", os.O_RDONLY)  # first: descriptor 0 is free here, the socket must not take it
         if null != 0:
             os.dup2(null, 0)
-        sock = namespaces.connect(f"/epg/io/{SOCKET_NAME}", policy_runtime.CONNECT_TIMEOUT_S)
+        sock = policy_runtime.connect(f"/epg/io/{SOCKET_NAME}")
         namespaces.keep_only([0, 1, 2, sock.fileno()])
         os.environ.clear()
         os.environ.update(SANDBOX_ENVIRONMENT)
