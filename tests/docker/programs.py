@@ -9,3 +9,16 @@ class Policy:
 def make_policy(context):
     return Policy()
 """
+
+# Allocates 16 MiB at a time in its first act until the memory limit stops it.
+MEMORY_BOMB = """
+hoard = []
+
+class Policy:
+    def act(self, observation):
+        while True:
+            hoard.append(bytearray(16 * 1024 * 1024))
+
+def make_policy(context):
+    return Policy()
+"""

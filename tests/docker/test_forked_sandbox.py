@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from programs import STEADY
+from programs import MEMORY_BOMB, STEADY
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -209,15 +209,7 @@ def test_an_attacker_reaches_neither_the_zygote_nor_a_sibling_nor_the_kernel_s_e
 
 
 def test_memory_exhaustion_is_out_of_memory_and_the_lane_serves_on(open_sandbox, write_program):
-    bomb = write_program('''
-        hoard = []
-        class Policy:
-            def act(self, observation):
-                while True:
-                    hoard.append(bytearray(16 * 1024 * 1024))
-        def make_policy(context):
-            return Policy()
-    ''')
+    bomb = write_program(MEMORY_BOMB)
     limits = SandboxLimits(memory_bytes=128 * 1024 * 1024, episode=EpisodeLimits(step_deadline_s=10.0))
     with open_sandbox(limits=limits, tuning=FORKED) as sandbox:
         outcome = _run(sandbox, bomb)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
-from programs import STEADY
+from programs import MEMORY_BOMB, STEADY
 
 from epg_sdk.codes import EpisodeStatus, FailureCode
 from epg_sdk.runtime.episode_loop import EpisodeLimits
@@ -54,15 +54,7 @@ def _one(sandbox, program_dir, index=0):
 
 @pytest.mark.parametrize(("runtime", "isolation"), UNDER)
 def test_memory_bomb_is_an_out_of_memory_failure_and_next_episode_runs(open_sandbox, write_program, runtime):
-    bomb = write_program('''
-        hoard = []
-        class Policy:
-            def act(self, observation):
-                while True:
-                    hoard.append(bytearray(16 * 1024 * 1024))
-        def make_policy(context):
-            return Policy()
-    ''')
+    bomb = write_program(MEMORY_BOMB)
     # a generous step deadline: the bomb must meet the memory limit, not the clock, on loaded cores too
     limits = SandboxLimits(memory_bytes=128 * 1024 * 1024, episode=EpisodeLimits(step_deadline_s=10.0))
     with open_sandbox(limits=limits, runtime=runtime) as sandbox:
