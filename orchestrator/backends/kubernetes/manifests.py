@@ -151,8 +151,8 @@ def _runner_container(images: SandboxImages, settings: ClusterSettings, mounts: 
         "name": RUNNER_CONTAINER,
         "image": images.environment,
         "imagePullPolicy": "IfNotPresent",
-        # -O: Benchmarks validate actions before the simulator sees them (as in the Docker sandbox).
-        "command": ["python3", "-O", "-m", "epg_sdk.runtime.runner", "--entry", images.benchmark_entry, "--exchange", EXCHANGE_MOUNT],
+        # No -O, as in the Docker sandbox: the images hold no bytecode for it.
+        "command": ["python3", "-m", "epg_sdk.runtime.runner", "--entry", images.benchmark_entry, "--exchange", EXCHANGE_MOUNT],
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "workingDir": "/tmp",  # a simulator that writes beside itself (ViZDoom's ./_vizdoom.ini) writes to its scratch
         "volumeMounts": [{"name": "exchange", "mountPath": EXCHANGE_MOUNT}, {"name": "runner-tmp", "mountPath": "/tmp"}, *mounts],
