@@ -1,7 +1,9 @@
-"""What a policy container can and cannot do, checked from inside a real container, under runc and under gVisor."""
+"""What a policy can and cannot do, checked from inside: a policy container under runc and under gVisor, and a forked
+sandbox in a lane container (forked isolation: no /proc or /sys inside, so the probe asks the kernel instead)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -11,6 +13,7 @@ import pytest
 
 from orchestrator.backends.container_spec import RUNTIMES, ContainerSpec
 from orchestrator.backends.labels import LabelSet, owner_id, selector
+from orchestrator.backends.settings import SandboxTuning
 from orchestrator.kernel.program import capture_program
 
 PROBE = '''
@@ -19,10 +22,13 @@ import ctypes, json, os, socket, sys
 def facts(host_port, host_path):
     result = {}
     result["uid"] = os.getuid()
-    status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
+    libc = ctypes.CDLL(None, use_errno=True)
     # Asked of the kernel (prctl PR_GET_NO_NEW_PRIVS): gVisor's /proc/self/status has no NoNewPrivs line.
-    result["no_new_privs"] = ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0)
-    result["cap_eff"] = status.get("CapEff", "").strip()
+    result["no_new_privs"] = libc.prctl(39, 0, 0, 0, 0)
+    # The effective set from capget (version 3 header, this thread): a forked sandbox has no /proc to read it from.
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    result["cap_eff"] = format(data[0] | data[3] << 32, "x") if libc.capget(header, data) == 0 else "capget failed"
     result["kernel"] = os.uname().release
     try:
         open("/written-by-policy", "w").write("x")
@@ -39,10 +45,17 @@ def facts(host_port, host_path):
         result["gymnasium"] = True
     except ImportError:
         result["gymnasium"] = False
-    result["interfaces"] = sorted(os.listdir("/sys/class/net"))
-    result["netns"] = os.readlink("/proc/self/ns/net")
-    routes = open("/proc/net/route").read().splitlines()[1:]
-    result["routes"] = [line.split()[0] for line in routes if line.strip()]
+    # The interfaces from the kernel (if_nameindex, over netlink), /sys and /proc only where they are mounted.
+    try:
+        result["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+    except OSError as exc:
+        result["interfaces"] = f"refused: errno {exc.errno}"
+    result["proc"] = os.path.exists("/proc/self")
+    result["sys"] = os.path.exists("/sys/class")
+    if result["proc"]:
+        result["netns"] = os.readlink("/proc/self/ns/net")
+        routes = open("/proc/net/route").read().splitlines()[1:]
+        result["routes"] = [line.split()[0] for line in routes if line.strip()]
     try:
         with socket.create_connection(("127.0.0.1", host_port), timeout=1):
             result["host_loopback_reached"] = True
@@ -70,7 +83,7 @@ def make_policy(context):
 '''
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def host_listener():
     """A TCP server on the host's loopback: a policy must not reach it."""
     server = socket.socket()
@@ -92,28 +105,89 @@ def host_listener():
     server.close()
 
 
-@pytest.fixture(params=RUNTIMES)
-def facts(request, engine, open_sandbox, write_program, tmp_path, host_listener, monkeypatch):
-    """What the probe saw from inside, plus what the host sees of the policy containers, under one runtime."""
+# (runtime, isolation): a policy container under each runtime, and a forked sandbox (its lane container under runc).
+UNDER = [("runc", "container"), ("runsc", "container"), ("runc", "forked")]
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below pid on this host (each thread's children file), depth first."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        for task in os.listdir(f"/proc/{parent}/task"):
+            try:
+                children = [int(c) for c in open(f"/proc/{parent}/task/{task}/children").read().split()]
+            except OSError:
+                continue
+            found += children
+            pending += children
+    return found
+
+
+def _network_of(pid: int) -> tuple[list[str], list[str]] | None:
+    """The interfaces and the routes' interfaces of pid's network namespace, as the host reads them."""
+    try:
+        devices = open(f"/proc/{pid}/net/dev").read().splitlines()[2:]
+        routes = open(f"/proc/{pid}/net/route").read().splitlines()[1:]
+    except OSError:  # it ended meanwhile
+        return None
+    return sorted(line.split(":")[0].strip() for line in devices), [line.split()[0] for line in routes if line.strip()]
+
+
+def _netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:  # it ended meanwhile
+        return None
+
+
+def _host_side(engine, sandbox, isolation: str) -> dict:
+    """What the host sees: the runtimes of the containers the policies run in, and the network namespaces of the
+    processes a policy runs as (a policy container's init; a forked sandbox's processes below its lane's zygote)."""
+    role = "policy" if isolation == "container" else "lane"
+    containers = engine.client.containers.list(filters={"label": selector(sandbox=sandbox.labels.sandbox, role=role)})
+    assert containers, f"the sandbox started no {role} container"
+    # State.Pid is the container's init under runc and gVisor's sandbox process under runsc.
+    inits = [c.attrs["State"]["Pid"] for c in containers]
+    networks: list[tuple[list[str], list[str]]] = []
+    if isolation == "container":
+        namespaces = {_netns(pid) for pid in inits}
+    else:  # the sandboxes forked ahead, waiting for their Episodes: each in a namespace of its own, not its lane's
+        lane_namespaces = {_netns(pid) for pid in inits}
+        sandboxed = [child for pid in inits for child in _descendants(pid) if _netns(child) not in lane_namespaces]
+        namespaces = {_netns(child) for child in sandboxed}
+        assert namespaces - {None}, "no forked sandbox was seen waiting below the lanes' zygotes"
+        networks = [network for network in map(_network_of, sandboxed) if network is not None]
+    return {"runtimes": sorted({c.attrs["HostConfig"]["Runtime"] for c in containers}), "netns": sorted(namespaces - {None}),
+            "networks": networks}
+
+
+# Module-scoped: one sandbox and one probe per (runtime, isolation), read by every test below.
+@pytest.fixture(scope="module", params=UNDER, ids=["-".join(under) for under in UNDER])
+def facts(request, engine, open_sandbox, tmp_path_factory, host_listener):
+    """What the probe saw from inside, plus what the host sees of the policies' processes, under one runtime and
+    isolation mode."""
+    runtime, isolation = request.param
     port, accepted = host_listener
-    secret = tmp_path / "host-secret.txt"
+    accepted.clear()
+    root = tmp_path_factory.mktemp("isolation")
+    secret = root / "host-secret.txt"
     secret.write_text("host only")
-    monkeypatch.setenv("EPG_TEST_SECRET", "must-not-leak")
-    program = write_program(PROBE, **{"probe.json": json.dumps({"port": port, "host_path": str(secret)})})
-    with open_sandbox(runtime=request.param) as sandbox:
-        assert sandbox.container_pool.wait_until_full(60)
-        pooled = engine.client.containers.list(filters={"label": selector(sandbox=sandbox.labels.sandbox, role="policy")})
-        # State.Pid is the container's init under runc and gVisor's sandbox process under runsc.
-        host_side = {
-            "runtimes": sorted({c.attrs["HostConfig"]["Runtime"] for c in pooled}),
-            "netns": sorted({os.readlink(f"/proc/{c.attrs['State']['Pid']}/ns/net") for c in pooled}),
-        }
-        (episode,) = sandbox.plan("train", 0, 1)
-        outcome = sandbox.run_episode(episode, capture_program(program))
-    assert pooled, "the pool started no policy container"
+    program = root / "program"
+    program.mkdir()
+    (program / "policy.py").write_text(PROBE)
+    (program / "probe.json").write_text(json.dumps({"port": port, "host_path": str(secret)}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EPG_TEST_SECRET", "must-not-leak")
+        with open_sandbox(runtime=runtime, tuning=SandboxTuning(pool_size=2, isolation=isolation)) as sandbox:
+            assert sandbox.container_pool.wait_until_full(60)
+            host_side = _host_side(engine, sandbox, isolation)
+            (episode,) = sandbox.plan("train", 0, 1)
+            outcome = sandbox.run_episode(episode, capture_program(program))
     assert outcome.failure is None, outcome.traceback or outcome.reason
     line = next(line for line in outcome.output_tail.splitlines() if line.startswith("FACTS "))
-    return json.loads(line[len("FACTS "):]) | {"accepted": len(accepted), "runtime": request.param, "host": host_side}
+    return json.loads(line[len("FACTS "):]) | {"accepted": len(accepted), "runtime": runtime, "isolation": isolation, "host": host_side}
 
 
 def test_policy_runs_under_the_requested_runtime(facts):
@@ -147,21 +221,31 @@ def test_policy_cannot_import_the_simulator(facts):
 
 def test_policy_cannot_reach_network(facts):
     # Structure: a network namespace of its own, only a loopback interface, no route at all.
-    # Seen from the host, every policy container's process sits in a namespace of its own.
+    # Seen from the host, every policy's process sits in a namespace of its own.
     host_netns = os.readlink("/proc/self/ns/net")
-    assert host_netns not in facts["host"]["netns"]
-    if facts["runtime"] == "runc":
+    assert facts["host"]["netns"] and host_netns not in facts["host"]["netns"]
+    if facts["isolation"] == "forked":
+        # No /proc or /sys inside, and no socket but a Unix one (the inner filter refuses the others, netlink too):
+        # the host reads the sandboxes' namespaces instead (a new one each, neither the host's nor the lane's), and
+        # each has only its loopback and no route.
+        assert facts["proc"] is False and facts["sys"] is False
+        assert "netns" not in facts and "routes" not in facts
+        assert facts["interfaces"] == f"refused: errno {errno.EAFNOSUPPORT}"
+        assert facts["host"]["networks"] and all(network == (["lo"], []) for network in facts["host"]["networks"])
+    elif facts["runtime"] == "runc":
         assert facts["netns"] != host_netns
+        assert facts["routes"] == []
     else:
         # Under gVisor the namespace the policy reads is the Sentry's own (its
         # inode numbers are not the host's, so comparing them would prove
         # nothing); the interfaces and routes below are those of gVisor's
         # network stack, which has no device but its loopback.
         assert facts["netns"].startswith("net:[")
-    assert facts["interfaces"] == ["lo"]
-    assert facts["routes"] == []
+        assert facts["routes"] == []
+    if facts["isolation"] == "container":
+        assert facts["interfaces"] == ["lo"]
     assert facts["resolver"] is False
-    # The host's own loopback service is out of reach: 127.0.0.1 is the container's.
+    # The host's own loopback service is out of reach: 127.0.0.1 is the policy's own.
     assert facts["host_loopback_reached"] is False
     assert facts["accepted"] == 0
 
