@@ -297,16 +297,19 @@ def test_every_episode_gets_a_fresh_runtime(open_sandbox, write_program):
             if os.path.exists("/tmp/marker"):
                 raise RuntimeError("saw the marker of an earlier Episode")
             open("/tmp/marker", "w").write("used")
-            # Each container, and each forked sandbox, mounts a /tmp of its own: its device number tells them apart.
-            print("HOST", socket.gethostname(), os.stat("/tmp").st_dev)
+            # Each container, and each forked sandbox, mounts a /tmp of its own. Its device number alone does not tell
+            # them apart (an unmounted tmpfs's anonymous device number is handed to the next one); with the mount's
+            # time, to the nanosecond, it does.
+            tmp = os.stat("/tmp")
+            print("HOST", socket.gethostname(), f"{tmp.st_dev}:{tmp.st_ctime_ns}")
             return Policy()
     ''')
     with open_sandbox() as sandbox:
         evaluation = evaluate_program(sandbox, capture_program(marker), split="train", seed=0, episodes=3)
     outcomes = evaluation.feedback.episodes
     assert [o.status for o in outcomes] == [EpisodeStatus.COMPLETED] * 3, outcomes
-    devices = {o.output_tail.split("HOST", 1)[1].split()[1] for o in outcomes}
-    assert len(devices) == 3
+    mounts = {o.output_tail.split("HOST", 1)[1].split()[1] for o in outcomes}
+    assert len(mounts) == 3, mounts
 
 
 def test_a_runner_that_exits_during_start_up_is_reported_at_once_with_its_log(engine, images, scope):
