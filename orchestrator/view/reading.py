@@ -1,0 +1,637 @@
+"""What the view shows, read from a runs or suites directory: the index, a Run, a suite, a Feedback image, and the
+cheap signatures that tell the page something changed.
+
+Everything below the directory the user named is untrusted and may be written while it is read. A Run or suite is
+addressed by its path relative to that directory (plain components, `records.safe_read.parts_of`); its directory is
+opened from the root's descriptor without following a link (`records.safe_read.directory`) and read through that
+open descriptor (`/proc/self/fd/N`), so nothing swapped in for a link after the check is followed. Every file is read
+as `records.safe_read` reads (bounded, no FIFO, no link), every text is bounded and has its control characters made
+visible, and the page receives JSON only: it never receives HTML built from the records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.kernel.program import Program, ProgramError
+from orchestrator.records import safe_read
+from orchestrator.records.artifacts import MAX_ARTIFACT_BYTES, name_problem
+from orchestrator.records.events import SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
+from orchestrator.records.run_dir import RunDirectory
+from orchestrator.records.schema import RecordError, finite_number
+from orchestrator.reports.diagnostics import better, diagnose
+from orchestrator.reports.diffs import program_changes
+from orchestrator.reports.run_records import RunRecords, load_run, relay_files, stored_program
+
+MAX_TEXT = 4000  # characters of one text shown (a stderr tail, a traceback, a reason)
+MAX_VALUES_TEXT = 20_000  # characters of a Submission's Feedback values as indented JSON
+MAX_EPISODES = 200  # Episode rows of one Submission
+MAX_DIFF_LINES = 400  # diff lines shown of one Submission's change
+MAX_DIFF_LINE = 400  # characters of one diff line
+MAX_ENTRIES = 5000  # Runs and suites listed in the index
+MAX_EXCHANGES = 200  # model exchanges shown of a Run (the latest)
+MAX_EXCHANGE_TEXT = 20_000  # characters of one message or reply shown
+MAX_RELAY_READ = 256 * safe_read.MiB  # bytes of relay records read for one Run page
+MAX_RELAY_LINE = 8 * safe_read.MiB  # one exchange's line; longer ones are skipped
+RUN_FILES = ("run.json", "events.jsonl", "validation.json", "assessment.json")
+SUITE_FILES = ("suite.json", "suite-events.jsonl")
+# The images a page may show, by their first bytes: never SVG or HTML, whatever a name or a record says.
+IMAGE_TYPES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class NotFound(Exception):
+    """What was asked for is not there, or cannot be read as what it should be (the message says why, one line)."""
+
+
+def visible(text: str, limit: int = MAX_TEXT) -> str:
+    """text with its control, zero-width and bidirectional characters written as escapes, cut to limit characters."""
+    cut = text[:limit]
+    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", cut)
+    return shown + (f" [{len(text) - limit} more characters]" if len(text) > limit else "")
+
+
+def cleaned(value: Any, limit: int = MAX_TEXT) -> Any:
+    """A JSON value with every string (keys too) made visible and bounded; non-finite numbers as None."""
+    if isinstance(value, str):
+        return visible(value, limit)
+    if isinstance(value, bool) or value is None or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return finite_number(value)
+    if isinstance(value, dict):
+        return {visible(str(k), 200): cleaned(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [cleaned(v, limit) for v in value]
+    return visible(str(value), limit)
+
+
+def _parts(relative: str) -> str:
+    """relative ("." for the root itself) checked as a plain relative path. Raises NotFound."""
+    if relative in ("", "."):
+        return "."
+    try:
+        return "/".join(safe_read.parts_of(relative))
+    except RecordError:
+        raise NotFound(f"{visible(relative, 200)}: not a plain relative path") from None
+
+
+@contextmanager
+def opened(root: Path, relative: str) -> Iterator[Path]:
+    """The directory root/relative, reached without following a link below root, as a path through its open descriptor
+    (valid inside the block). Raises NotFound."""
+    relative = _parts(relative)
+    try:
+        with safe_read.directory(root, "" if relative == "." else relative) as fd:
+            yield Path(f"/proc/self/fd/{fd}")
+    except RecordError as exc:
+        raise NotFound(f"{visible(relative, 200)}: {exc.reason}") from None
+
+
+def _shown_error(exc: Exception, inside: Path, relative: str) -> str:
+    return visible(str(exc).replace(str(inside), relative))
+
+
+# signatures: what changes when a Run or a suite moves on ----------------------------------------------------------------
+def _stats(directory: int, names: tuple[str, ...] | list[str]) -> list[tuple[str, int, int]]:
+    found = []
+    for name in names:
+        try:
+            info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+        except OSError:
+            continue
+        found.append((name, info.st_size, info.st_mtime_ns))
+    return found
+
+
+def _listing(directory: int, limit: int = MAX_ENTRIES) -> list[str]:
+    names: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if len(names) >= limit:
+                break
+            names.append(entry.name)
+    return sorted(names)
+
+
+def _child(directory: int, name: str) -> int | None:
+    """The plain directory name below the descriptor directory, opened without following a link; None when it is not."""
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:
+        return None
+
+
+def _run_signature(directory: int) -> list[Any]:
+    found: list[Any] = _stats(directory, RUN_FILES)
+    relay = _child(directory, "relay")
+    if relay is not None:
+        try:
+            found.append(_stats(relay, _listing(relay, 1000)))
+        finally:
+            os.close(relay)
+    return found
+
+
+def _suite_signature(directory: int) -> list[Any]:
+    found: list[Any] = _stats(directory, SUITE_FILES)
+    runs = _child(directory, "runs")
+    if runs is not None:
+        try:
+            for name in _listing(runs):
+                run = _child(runs, name)
+                if run is not None:
+                    try:
+                        found.append((name, _stats(run, RUN_FILES)))
+                    finally:
+                        os.close(run)
+        finally:
+            os.close(runs)
+    return found
+
+
+def signature(root: Path, what: str, relative: str = ".") -> str:
+    """A short text that changes when what ("index", "run" or "suite") at relative changes: sizes and modification times
+    of the files that say where Runs stand, read with stat only. "" when it cannot be read."""
+    try:
+        with opened(root, relative) as inside:
+            fd = os.open(inside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                if what == "run":
+                    parts: list[Any] = _run_signature(fd)
+                elif what == "suite":
+                    parts = _suite_signature(fd)
+                else:
+                    parts = [_stats(fd, RUN_FILES + SUITE_FILES)]
+                    for name in _listing(fd):
+                        child = _child(fd, name)
+                        if child is None:
+                            continue
+                        try:
+                            parts.append((name, _stats(child, RUN_FILES + SUITE_FILES)))
+                            if _stats(child, ("suite.json",)):
+                                parts.append(_suite_signature(child))
+                        finally:
+                            os.close(child)
+            finally:
+                os.close(fd)
+    except (NotFound, OSError):
+        return ""
+    return json.dumps(parts)
+
+
+# the index ----------------------------------------------------------------------------------------------------------
+def index(root: Path) -> dict[str, Any]:
+    """Every Run and suite in root (root itself when it is one; a suite's Runs under it): one row each."""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    try:
+        with opened(root, ".") as inside:
+            top = _kind_of(inside, ".")
+            if top == "run":
+                rows.append(run_row(inside, "."))
+            elif top == "suite":
+                rows += _suite_rows(inside, ".", "")
+            else:
+                for name in safe_read.names(inside, "", MAX_ENTRIES)[:MAX_ENTRIES]:
+                    if name.startswith(".") or safe_read.kind(inside, name) != "dir":
+                        continue
+                    found = _kind_of(inside, name)
+                    if found == "run":
+                        rows.append(run_row(inside, name))
+                    elif found == "suite":
+                        rows += _suite_rows(inside, name, name + "/")
+    except (NotFound, RecordError) as exc:
+        problems.append(visible(str(exc)))
+    return {"root": visible(str(root)), "rows": rows, "problems": problems}
+
+
+def _kind_of(root: Path, relative: str) -> str | None:
+    prefix = "" if relative == "." else relative + "/"
+    if safe_read.kind(root, prefix + "suite.json") == "file":
+        return "suite"
+    if any(safe_read.kind(root, prefix + name) == "file" for name in ("run.json", "events.jsonl")):
+        return "run"
+    return None
+
+
+def _suite_rows(root: Path, relative: str, prefix: str) -> list[dict[str, Any]]:
+    from orchestrator.suite.directory import SuiteDirectory  # suite plans read with pydantic and yaml: only for suites
+
+    try:
+        with opened(root, relative) as inside:
+            manifest = SuiteDirectory(inside).read_manifest()
+            runs = []
+            for planned in manifest.runs:
+                if safe_read.kind(inside, planned.run_dir) == "dir":
+                    row = run_row(inside, planned.run_dir)
+                else:
+                    row = _empty_row(planned.run_dir, "pending")
+                runs.append({**row, "path": prefix + planned.run_dir, "suite": prefix.rstrip("/") or "."})
+    except (NotFound, RecordError) as exc:
+        return [{**_empty_row(relative, "unreadable"), "kind": "suite", "problem": _shown_error(exc, root, relative)}]
+    done = sum(1 for run in runs if run["phase"] == "done")
+    suite = {**_empty_row(relative, "finished" if runs and done == len(runs) else "running"), "kind": "suite",
+             "name": visible(manifest.name or relative, 200), "runs": len(runs), "done": done}
+    return [suite, *runs]
+
+
+def _empty_row(relative: str, status: str) -> dict[str, Any]:
+    return {"kind": "run", "path": relative, "name": visible(relative, 200), "benchmark": "", "agent": "", "phase": "",
+            "status": status, "budget_episodes": None, "episodes_spent": 0, "episodes_left": None, "submissions": 0,
+            "best_score": None, "assessment_score": None, "started_at": "", "seconds": None, "terminal_reason": "", "problem": ""}
+
+
+def run_row(root: Path, relative: str) -> dict[str, Any]:
+    """The index row of the Run at root/relative: Benchmark, agent, phase, budget left, best and Assessment score, start,
+    duration, status ("running", "finished" or "unreadable")."""
+    try:
+        with opened(root, relative) as inside:
+            directory = RunDirectory(inside)
+            manifest = directory.read_manifest()
+            events = directory.events()
+    except (NotFound, RecordError) as exc:
+        return {**_empty_row(relative, "unreadable"), "problem": _shown_error(exc, root, relative)}
+    direction = "minimize" if manifest.metric is not None and manifest.metric.direction == "minimize" else "maximize"
+    spent, best, submissions = _progress(events, direction)
+    budget = manifest.budget.episodes if manifest.budget is not None else None
+    first = next((e.time for e in events if e.time is not None), None)
+    last = next((e.time for e in reversed(events) if e.time is not None), None)
+    phase = manifest.current_phase.value
+    done = phase == "done"
+    seconds = manifest.wall_seconds if done and manifest.wall_seconds is not None else (
+        (last - first) if done and first is not None and last is not None else None)
+    return {**_empty_row(relative, "finished" if done else "running"),
+            "name": visible(Path(relative).name if relative != "." else root.name, 200),
+            "benchmark": visible(manifest.benchmark or "", 200), "agent": visible(manifest.agent or "", 200), "phase": phase,
+            "budget_episodes": budget, "episodes_spent": spent, "episodes_left": None if budget is None else max(0, budget - spent),
+            "submissions": submissions, "best_score": best, "assessment_score": finite_number(manifest.assessment_score),
+            "started_at": visible(manifest.started_at or "", 64), "started": first, "seconds": finite_number(seconds),
+            "terminal_reason": visible(str(manifest.terminal_reason or ""), 200),
+            "max_submissions": manifest.budget.max_submissions if manifest.budget is not None else None}
+
+
+def _progress(events: list[Any], direction: str) -> tuple[int, float | None, int]:
+    """Episodes spent, the best score and the Submissions completed, from a Run's event log."""
+    admitted: dict[str, int] = {}
+    best: float | None = None
+    completed = 0
+    for event in events:
+        if isinstance(event, SubmissionAdmitted):
+            admitted[event.id] = len(event.indices or [])
+        elif isinstance(event, SubmissionVoided):
+            admitted.pop(event.id, None)
+        elif isinstance(event, SubmissionCompleted):
+            completed += 1
+            score = finite_number(event.score)
+            if score is not None and (best is None or better(score, best, direction)):
+                best = score
+    return sum(admitted.values()), best, completed
+
+
+# a Run --------------------------------------------------------------------------------------------------------------
+@dataclass
+class _Programs:
+    """Each stored Program of a Run read once per page."""
+
+    run: RunRecords
+    found: dict[str, Program | None]
+
+    def get(self, digest: str) -> Program | None:
+        if digest not in self.found:
+            try:
+                self.found[digest] = self.run.program(digest)
+            except ProgramError:
+                self.found[digest] = None
+        return self.found[digest]
+
+
+def run_page(root: Path, relative: str) -> dict[str, Any]:
+    """Everything the Run page shows of the Run at root/relative. Raises NotFound (no such Run, run.json unreadable)."""
+    row = run_row(root, relative)
+    with opened(root, relative) as inside:
+        try:
+            run = load_run(inside)
+        except RecordError as exc:
+            raise NotFound(_shown_error(exc, inside, relative)) from None
+        diagnostics = diagnose(run)
+        programs = _Programs(run=run, found={})
+        try:
+            previous: Program | None = stored_program(inside, "initial_program")
+        except ProgramError:
+            previous = programs.get(run.manifest.initial_program_digest or "")
+        submissions = []
+        points = {p.id: p for p in diagnostics.submissions}
+        for record in run.submissions:
+            program = programs.get(record.program_digest) if record.program_digest else None
+            point = points.get(record.id)
+            submissions.append(_submission(record, point, previous, program))
+            if program is not None:
+                previous = program
+        page = {
+            "row": row, "problems": [_shown_error(Exception(p), inside, relative) for p in run.problems],
+            "direction": diagnostics.direction, "primary_metric": visible(diagnostics.primary_metric, 200),
+            "budget": cleaned(run.manifest.budget.to_json() if run.manifest.budget is not None else {}),
+            "curve": [{"id": p.id, "spent": p.episodes_spent, "score": finite_number(p.score), "best": finite_number(p.best_so_far)}
+                      for p in diagnostics.submissions],
+            "best_so_far_auc": finite_number(diagnostics.best_so_far_auc), "gain_per_submission": finite_number(diagnostics.gain_per_submission),
+            "submissions": submissions, "validation": _validation(run), "assessment": _assessment(run),
+            "selected": visible(diagnostics.selected or "", 200), "events": _events(run),
+            "exchanges": _exchanges(inside),
+        }
+    return page
+
+
+def _submission(record: Any, point: Any, previous: Program | None, program: Program | None) -> dict[str, Any]:
+    feedback = record.feedback
+    values = feedback.get("values")
+    values_text = json.dumps(values, indent=1, sort_keys=True, default=str) if values else ""
+    episodes = [_episode(e) for e in record.episodes[:MAX_EPISODES]]
+    artifacts = record.artifacts if record.artifacts is not None else [{"name": n} for n in feedback.get("artifacts") or [] if isinstance(n, str)]
+    return {
+        "id": visible(record.id, 200), "number": record.number, "selector": visible(record.selector, 400), "episodes_count": len(record.indices),
+        "score": record.score, "best": finite_number(point.best_so_far) if point is not None else None,
+        "failure_codes": cleaned(record.failure_codes), "error": visible(record.error or ""),
+        "program_digest": visible(record.program_digest, 80), "values": visible(values_text, MAX_VALUES_TEXT),
+        "episodes": episodes, "episodes_left_out": max(0, len(record.episodes) - MAX_EPISODES),
+        "artifacts": [_artifact(a) for a in artifacts[:200] if isinstance(a, dict)],
+        "diff": _diff(previous, program) if previous is not None and program is not None else None,
+    }
+
+
+def _episode(episode: dict[str, Any]) -> dict[str, Any]:
+    keys = ("index", "split", "status", "failure", "reason", "steps", "reward", "policy_seconds", "output_tail", "traceback")
+    return {key: cleaned(episode.get(key)) for key in keys}
+
+
+def _artifact(artifact: dict[str, Any]) -> dict[str, Any]:
+    name = str(artifact.get("name", ""))
+    image = (name_problem(name) is None and name.lower().endswith(IMAGE_SUFFIXES) and not artifact.get("evicted"))
+    return {"name": name if image else visible(name, 400), "shown_name": visible(name, 400),
+            "media_type": visible(str(artifact.get("media_type") or ""), 100), "bytes": cleaned(artifact.get("bytes")),
+            "evicted": bool(artifact.get("evicted")), "image": image}
+
+
+def _diff(before: Program, after: Program) -> dict[str, Any]:
+    """The change from before to after as reports.diffs bounds it, and at most MAX_DIFF_LINES lines of it."""
+    files = []
+    left = MAX_DIFF_LINES
+    for change in program_changes(before, after):
+        lines = [visible(line.rstrip("\n"), MAX_DIFF_LINE) for line in change.diff[:max(0, left)]]
+        left -= len(lines)
+        files.append({"path": visible(change.path, 400), "added": change.before is None, "removed": change.after is None,
+                      "text": change.text, "summarised": change.summarised, "lines_added": change.lines_added,
+                      "lines_removed": change.lines_removed, "lines": lines, "lines_left_out": len(change.diff) - len(lines)})
+    return {"files": files, "same": before.digest == after.digest}
+
+
+def _validation(run: RunRecords) -> dict[str, Any] | None:
+    if run.validation is None:
+        return None
+    report = run.validation
+    return {"candidates": cleaned(report.candidates or []), "rule": visible(report.rule or "", 200), "selected": visible(report.selected or "", 200),
+            "episodes": report.episodes,
+            "results": [{"submission_id": visible(r.submission_id or "", 200), "score": finite_number(r.score), "policy_failures": r.policy_failures}
+                        for r in report.results or []]}
+
+
+def _assessment(run: RunRecords) -> dict[str, Any] | None:
+    if run.assessment is None:
+        return None
+    report = run.assessment
+    initial = report.initial_program
+    return {"submission_id": visible(report.submission_id or "", 200), "score": finite_number(report.score),
+            "initial_program_score": finite_number(initial.score) if initial is not None else None,
+            "policy_failures": report.policy_failures,
+            "episodes": [_episode(e.to_json()) for e in report.episodes[:MAX_EPISODES]]}
+
+
+def _events(run: RunRecords) -> list[dict[str, Any]]:
+    shown = []
+    for event in run.events[-300:]:
+        document = event.to_json()
+        document.pop("schema", None)
+        kind = str(document.pop("type", ""))
+        time = document.pop("time", None)
+        shown.append({"type": kind, "time": finite_number(time), "fields": visible(json.dumps(document, sort_keys=True, default=str), 600)})
+    return shown
+
+
+# the relay transcript ---------------------------------------------------------------------------------------------------
+def _exchanges(root: Path) -> dict[str, Any]:
+    """The latest MAX_EXCHANGES model exchanges of the Run's relay records, each as a readable message and reply."""
+    try:
+        files = relay_files(root)
+    except RecordError as exc:
+        return {"items": [], "problem": visible(exc.reason), "total": 0}
+    items: list[dict[str, Any]] = []
+    total = 0
+    spent = [0]
+    for attempt, relative in files:
+        try:
+            for line in safe_read.stream_lines(root, relative, max_bytes=max(0, MAX_RELAY_READ - spent[0]), max_line=MAX_RELAY_LINE, spent=spent):
+                try:
+                    entry = json.loads(line)
+                except (json.JSONDecodeError, RecursionError):
+                    continue
+                if isinstance(entry, dict):
+                    total += 1
+                    items.append(_exchange(attempt, entry))
+                    del items[:-MAX_EXCHANGES]
+        except RecordError:
+            continue
+    return {"items": items, "problem": "", "total": total}
+
+
+def _exchange(attempt: int, entry: dict[str, Any]) -> dict[str, Any]:
+    request, response = str(entry.get("request") or ""), str(entry.get("response") or "")
+    time = entry.get("time")
+    return {"attempt": attempt, "seq": cleaned(entry.get("seq")), "time": finite_number(time) if isinstance(time, (int, float)) else None,
+            "method": visible(str(entry.get("method") or ""), 20), "path": visible(str(entry.get("path") or ""), 300),
+            "status": cleaned(entry.get("status")), "seconds": cleaned(entry.get("seconds")), "tokens": cleaned(entry.get("tokens")),
+            "refused": visible(str(entry.get("refused") or ""), 600), "error": visible(str(entry.get("error") or ""), 600),
+            "omitted": visible(str(entry.get("omitted") or ""), 300),
+            "messages": _request_messages(request), "reply": _reply(response),
+            "request_bytes": len(request), "response_bytes": len(response)}
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's content in any of the providers' shapes: a string, or parts holding text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content[:200]:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict):
+                if isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+                elif part.get("type") in ("tool_result", "function_call_output"):
+                    texts.append(f"[{part.get('type')}] " + _text_of(part.get("content", part.get("output", ""))))
+                elif part.get("type") in ("tool_use", "function_call"):
+                    texts.append(f"[call {part.get('name')}] " + json.dumps(part.get("input", part.get("arguments", "")), default=str)[:MAX_TEXT])
+        return "\n".join(texts)
+    return ""
+
+
+def _request_messages(request: str) -> list[dict[str, str]]:
+    """The last three messages of a request (role and text), or the request's start when it is not JSON."""
+    try:
+        document = json.loads(request) if request else {}
+    except (json.JSONDecodeError, RecursionError):
+        return [{"role": "request", "text": visible(request, MAX_EXCHANGE_TEXT)}]
+    if not isinstance(document, dict):
+        return [{"role": "request", "text": visible(request, MAX_EXCHANGE_TEXT)}]
+    messages = document.get("messages") or document.get("input") or document.get("contents") or []
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    shown = []
+    for message in messages[-3:] if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content", message.get("parts", message.get("output", "")))
+        role = str(message.get("role") or message.get("type") or "")
+        shown.append({"role": visible(role, 40), "text": visible(_text_of(content) or json.dumps(message, default=str), MAX_EXCHANGE_TEXT)})
+    model = document.get("model")
+    if model is not None:
+        shown.insert(0, {"role": "model", "text": visible(str(model), 200)})
+    return shown
+
+
+def _reply(response: str) -> list[dict[str, str]]:
+    """The reply's text and tool calls (Anthropic, OpenAI chat and Responses, Gemini shapes, a stream of them too)."""
+    if not response:
+        return []
+    documents: list[Any] = []
+    if response.lstrip().startswith(("event:", "data:")):
+        for line in response.splitlines()[:20_000]:
+            if line.startswith("data:"):
+                try:
+                    documents.append(json.loads(line[5:].strip()))
+                except (json.JSONDecodeError, RecursionError):
+                    continue
+    else:
+        try:
+            documents = [json.loads(response)]
+        except (json.JSONDecodeError, RecursionError):
+            return [{"kind": "text", "name": "", "text": visible(response, MAX_EXCHANGE_TEXT)}]
+    parts: list[dict[str, str]] = []
+    streamed: list[str] = []
+    for document in documents:
+        if isinstance(document, dict):
+            _reply_parts(document, parts, streamed)
+    if streamed:
+        parts.insert(0, {"kind": "text", "name": "", "text": "".join(streamed)})
+    return [{"kind": p["kind"], "name": visible(p["name"], 200), "text": visible(p["text"], MAX_EXCHANGE_TEXT)} for p in parts[:100]] or [
+        {"kind": "text", "name": "", "text": visible(response, MAX_EXCHANGE_TEXT)}]
+
+
+def _reply_parts(document: dict[str, Any], parts: list[dict[str, str]], streamed: list[str]) -> None:
+    delta = document.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("text"), str):  # Anthropic stream
+        streamed.append(delta["text"])
+    elif isinstance(delta, str) and str(document.get("type", "")).endswith("output_text.delta"):  # Responses stream
+        streamed.append(delta)
+    for item in document.get("content") or [] if isinstance(document.get("content"), list) else []:  # Anthropic message
+        if isinstance(item, dict):
+            if item.get("type") == "tool_use":
+                parts.append({"kind": "tool_call", "name": str(item.get("name", "")), "text": json.dumps(item.get("input"), default=str)})
+            elif isinstance(item.get("text"), str):
+                parts.append({"kind": "text", "name": "", "text": item["text"]})
+    for choice in document.get("choices") or [] if isinstance(document.get("choices"), list) else []:  # OpenAI chat
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message") or choice.get("delta") or {}
+        if isinstance(message, dict):
+            if isinstance(message.get("content"), str) and message["content"]:
+                (streamed.append(message["content"]) if "delta" in choice else
+                 parts.append({"kind": "text", "name": "", "text": message["content"]}))
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {}) if isinstance(call, dict) else {}
+                if isinstance(function, dict) and function.get("name"):
+                    parts.append({"kind": "tool_call", "name": str(function.get("name")), "text": str(function.get("arguments", ""))})
+    response = document.get("response") if isinstance(document.get("response"), dict) else document
+    if isinstance(response, dict) and isinstance(response.get("output"), list) and not streamed:  # Responses
+        for item in response["output"]:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call":
+                parts.append({"kind": "tool_call", "name": str(item.get("name", "")), "text": str(item.get("arguments", ""))})
+            elif item.get("type") == "message":
+                parts.append({"kind": "text", "name": "", "text": _text_of(item.get("content"))})
+    for candidate in document.get("candidates") or [] if isinstance(document.get("candidates"), list) else []:  # Gemini
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        for part in (content or {}).get("parts") or [] if isinstance(content, dict) else []:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                streamed.append(part["text"])
+            elif isinstance(part, dict) and isinstance(part.get("functionCall"), dict):
+                call = part["functionCall"]
+                parts.append({"kind": "tool_call", "name": str(call.get("name", "")), "text": json.dumps(call.get("args"), default=str)})
+
+
+# a suite ------------------------------------------------------------------------------------------------------------
+def suite_page(root: Path, relative: str) -> dict[str, Any]:
+    """The suite at root/relative: its ranked table and aggregate rank scores, each cell's Runs by path. Raises NotFound."""
+    from orchestrator.suite.report import build_report  # pydantic and yaml: only for suites
+
+    prefix = "" if _parts(relative) == "." else _parts(relative) + "/"
+    with opened(root, relative) as inside:
+        try:
+            report = build_report(inside)
+        except RecordError as exc:
+            raise NotFound(_shown_error(exc, inside, relative)) from None
+        document = cleaned(report.to_json())
+    document.pop("suite_dir", None)
+    document["path"] = relative
+    runs_of: dict[str, list[dict[str, Any]]] = {}
+    for run in report.runs:
+        runs_of.setdefault(f"{run.benchmark}\n{run.agent}", []).append(
+            {"path": prefix + run.run_dir, "name": visible(run.name, 200), "phase": visible(run.phase, 40), "score": finite_number(run.score)})
+    for cell in document["table"]:
+        cell["runs"] = runs_of.get(f"{cell['benchmark']}\n{cell['agent']}", [])
+    for row in document["runs"]:
+        row["path"] = prefix + str(row["run_dir"])
+    return dict(document)
+
+
+# a Feedback image ---------------------------------------------------------------------------------------------------
+def image_type(data: bytes) -> str | None:
+    """The media type of an image the page may show (PNG, JPEG, GIF, WebP), from its first bytes; None for anything else."""
+    for magic, media_type in IMAGE_TYPES:
+        if data.startswith(magic):
+            return media_type
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def artifact_image(root: Path, relative: str, submission: str, name: str) -> tuple[bytes, str]:
+    """The bytes and media type of the image artifact name of a Submission of the Run at root/relative, read without
+    following a link and at most MAX_ARTIFACT_BYTES. Raises NotFound (a name that is not an artifact's, a file that is
+    not a PNG, JPEG, GIF or WebP image by its own bytes)."""
+    if not _PLAIN.match(submission) or name_problem(name) is not None or not name.lower().endswith(IMAGE_SUFFIXES):
+        raise NotFound("not an image artifact")
+    with opened(root, relative) as inside:
+        try:
+            data = safe_read.read_bytes(inside, f"submissions/{submission}/artifacts/{name}", MAX_ARTIFACT_BYTES)
+        except RecordError as exc:
+            raise NotFound(exc.reason) from None
+    media_type = image_type(data)
+    if media_type is None:
+        raise NotFound("not a PNG, JPEG, GIF or WebP image")
+    return data, media_type
