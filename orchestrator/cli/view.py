@@ -22,7 +22,8 @@ def view(
 
     The URL holds a random access token (without it the server answers 401): open it in a browser on this machine.
     The index, each Run and each suite update as Runs write to the directory. Ctrl-C stops the server.
-    Exit status: 0 stopped, 1 DIRECTORY is not a directory, 3 the `view` extra is missing or the port cannot be bound.
+    Exit status: 130 stopped (Ctrl-C, SIGTERM), 1 DIRECTORY is not a directory, 3 the `view` extra is missing or the port
+    cannot be bound.
     """
     for package in VIEW_PACKAGES:
         if importlib.util.find_spec(package) is None:

@@ -6,7 +6,7 @@
 (function () {
   const main = document.getElementById("main");
   const live = document.getElementById("live");
-  const state = { sortKey: "started", sortUp: false, filter: "", status: "", open: new Set(), opened: false };
+  const state = { sortKey: "started", sortUp: false, filter: "", status: "", open: new Set(), closed: new Set() };
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -210,8 +210,11 @@
   }
   function submissionDetails(s, runPath, isLatest) {
     const details = el("details", { className: "submission", "data-id": s.id });
-    if (state.open.has(s.id) || (isLatest && !state.opened)) details.open = true;
-    details.addEventListener("toggle", () => { state.opened = true; if (details.open) state.open.add(s.id); else state.open.delete(s.id); });
+    // Open: the ones opened before, and the latest unless it was closed; drawing again keeps what the reader chose.
+    if (state.open.has(s.id) || (isLatest && !state.closed.has(s.id))) details.open = true;
+    details.addEventListener("toggle", () => {
+      if (details.open) { state.open.add(s.id); state.closed.delete(s.id); } else { state.open.delete(s.id); state.closed.add(s.id); }
+    });
     details.append(el("summary", { text: `${s.id}: selector ${s.selector}, score ${num(s.score)}` }));
     if (s.error) details.append(el("p", { className: "problem", text: `unreadable record: ${s.error}` }));
     details.append(el("div", { className: "muted", text: `Program ${s.program_digest}` }));
