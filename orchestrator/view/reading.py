@@ -245,8 +245,12 @@ def _suite_rows(root: Path, relative: str, prefix: str) -> list[dict[str, Any]]:
     except (NotFound, RecordError) as exc:
         return [{**_empty_row(relative, "unreadable"), "kind": "suite", "problem": _shown_error(exc, root, relative)}]
     done = sum(1 for run in runs if run["phase"] == "done")
-    suite = {**_empty_row(relative, "finished" if runs and done == len(runs) else "running"), "kind": "suite",
-             "name": visible(manifest.name or relative, 200), "runs": len(runs), "done": done}
+    starts = [run["started"] for run in runs if run.get("started") is not None]
+    ends = [run["started"] + run["seconds"] for run in runs if run.get("started") is not None and run["seconds"] is not None]
+    finished = bool(runs) and done == len(runs)
+    suite = {**_empty_row(relative, "finished" if finished else "running"), "kind": "suite",
+             "name": visible(manifest.name or relative, 200), "runs": len(runs), "done": done, "started": min(starts, default=None),
+             "seconds": max(ends) - min(starts) if finished and starts and ends else None}
     return [suite, *runs]
 
 

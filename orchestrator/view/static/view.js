@@ -205,8 +205,8 @@
       dot.append(svg("title", {}, `${p.id}: score ${num(p.score)}, best so far ${num(p.best)} after ${p.spent} Episodes`));
       box.append(dot);
     }
-    box.append(svg("text", { x: width - right - 260, y: top + 10 }, `dots: score; line: best so far (${direction})`));
-    return box;
+    return el("figure", { className: "plot" }, box,
+      el("figcaption", { className: "muted", text: `Dots: each Submission's score (hover for its numbers); line: the best so far (${direction}).` }));
   }
   function submissionDetails(s, runPath, isLatest) {
     const details = el("details", { className: "submission", "data-id": s.id });
@@ -218,7 +218,10 @@
     details.append(el("summary", { text: `${s.id}: selector ${s.selector}, score ${num(s.score)}` }));
     if (s.error) details.append(el("p", { className: "problem", text: `unreadable record: ${s.error}` }));
     details.append(el("div", { className: "muted", text: `Program ${s.program_digest}` }));
-    if (s.values) details.append(el("h3", { text: "Feedback values" }), el("pre", { className: "values", text: s.values }));
+    details.append(el("h3", { text: "Program change against the one before" }));
+    details.append(diffView(s.diff));
+    details.append(el("h3", { text: `Episodes (${s.episodes.length}${s.episodes_left_out ? `, ${s.episodes_left_out} more not shown` : ""})` }));
+    details.append(episodesTable(s.episodes));
     if (s.artifacts.length) {
       details.append(el("h3", { text: "Artifacts" }));
       const list = el("ul", { className: "artifacts" });
@@ -233,10 +236,7 @@
       }
       details.append(list);
     }
-    details.append(el("h3", { text: `Episodes (${s.episodes.length}${s.episodes_left_out ? `, ${s.episodes_left_out} more not shown` : ""})` }));
-    details.append(episodesTable(s.episodes));
-    details.append(el("h3", { text: "Program change against the one before" }));
-    details.append(diffView(s.diff));
+    if (s.values) details.append(el("h3", { text: "Feedback values" }), el("pre", { className: "values", text: s.values }));
     return details;
   }
   function episodesTable(episodes) {
