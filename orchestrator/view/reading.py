@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from typing import Any
 from orchestrator.kernel.program import Program, ProgramError
 from orchestrator.records import safe_read
 from orchestrator.records.artifacts import MAX_ARTIFACT_BYTES, name_problem
-from orchestrator.records.events import SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
+from orchestrator.records.events import RunEvent, SubmissionAdmitted, SubmissionCompleted, SubmissionVoided
+from orchestrator.records.models import RunManifest
 from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import RecordError, finite_number
 from orchestrator.reports.diagnostics import better, diagnose
@@ -52,6 +54,9 @@ IMAGE_TYPES = (
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Index rows by run directory (device, inode, path, and the root's name for the root itself), with the signature of the files they were read from.
+_ROWS: dict[tuple[int, int, str, str], tuple[str, dict[str, Any]]] = {}
+_ROWS_LOCK = threading.Lock()
 
 
 class NotFound(Exception):
@@ -203,7 +208,7 @@ def index(root: Path) -> dict[str, Any]:
         with opened(root, ".") as inside:
             top = _kind_of(inside, ".")
             if top == "run":
-                rows.append(run_row(inside, "."))
+                rows.append(run_row(root, "."))  # root itself: named by its own name
             elif top == "suite":
                 rows += _suite_rows(inside, ".", "")
             else:
@@ -262,14 +267,35 @@ def _empty_row(relative: str, status: str) -> dict[str, Any]:
 
 def run_row(root: Path, relative: str) -> dict[str, Any]:
     """The index row of the Run at root/relative: Benchmark, agent, phase, budget left, best and Assessment score, start,
-    duration, status ("running", "finished" or "unreadable")."""
+    duration, status ("running", "finished" or "unreadable"). A Run whose run.json and events.jsonl have not changed
+    since its row was last read (same size and modification time) is not read again."""
     try:
         with opened(root, relative) as inside:
+            fd = os.open(inside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                info = os.fstat(fd)
+                key = (info.st_dev, info.st_ino, relative, root.name if relative == "." else "")
+                sign = json.dumps(_stats(fd, RUN_FILES[:2]))
+            finally:
+                os.close(fd)
+            with _ROWS_LOCK:
+                kept = _ROWS.get(key)
+            if kept is not None and kept[0] == sign:
+                return kept[1]
             directory = RunDirectory(inside)
             manifest = directory.read_manifest()
             events = directory.events()
-    except (NotFound, RecordError) as exc:
+    except (NotFound, RecordError, OSError) as exc:
         return {**_empty_row(relative, "unreadable"), "problem": _shown_error(exc, root, relative)}
+    row = _row(root, relative, manifest, events)
+    with _ROWS_LOCK:
+        if len(_ROWS) > 4 * MAX_ENTRIES:
+            _ROWS.clear()
+        _ROWS[key] = (sign, row)
+    return row
+
+
+def _row(root: Path, relative: str, manifest: RunManifest, events: list[RunEvent]) -> dict[str, Any]:
     direction = "minimize" if manifest.metric is not None and manifest.metric.direction == "minimize" else "maximize"
     spent, best, submissions = _progress(events, direction)
     budget = manifest.budget.episodes if manifest.budget is not None else None

@@ -23,6 +23,11 @@ PORT = 40999
 ONE = FakeRun(submissions=[FakeSubmission(action=1, indices=[0, 1], rewards=[4.0, 6.0])], candidates=[0])
 
 
+def cli_env() -> dict[str, str]:
+    """This process's environment with the repository (and its sdk/ and compat/) first on the import path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "sdk"), str(REPO / "compat"), os.environ.get("PYTHONPATH", "")])}
+
+
 def client(root: Path) -> TestClient:
     return TestClient(create_app(root, token=TOKEN, port=PORT, poll_seconds=0.05), base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False)
 
@@ -119,7 +124,7 @@ def test_the_event_stream_says_change_at_once(tmp_path):
 
 def test_view_serves_on_loopback_only_and_prints_its_url_with_a_fresh_token(tmp_path):
     make_run(tmp_path / "alpha", ONE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "sdk"), str(REPO / "compat"), os.environ.get("PYTHONPATH", "")])}
+    env = cli_env()
     process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "view", str(tmp_path)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -140,3 +145,18 @@ def test_view_serves_on_loopback_only_and_prints_its_url_with_a_fresh_token(tmp_
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_view_without_its_extra_says_which_extra_in_one_line_and_exits_3(tmp_path):
+    code = "import sys; sys.modules['starlette'] = None; from orchestrator.cli.app import main; main()"
+    env = {**cli_env(), "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-c", code, "view", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 3 and result.stdout == ""
+    assert result.stderr.strip() == "error: view needs the optional package starlette: pip install 'epg-orchestrator[view]'"
+
+
+def test_view_of_a_missing_directory_is_bad_input(tmp_path):
+    env = cli_env()
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "view", str(tmp_path / "nothing")], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode == 1 and "not a directory" in result.stderr

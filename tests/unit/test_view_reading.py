@@ -180,3 +180,22 @@ def test_suite_page_ranks_its_agents_and_links_each_cell_to_its_runs(tmp_path):
     rows = reading.index(tmp_path)["rows"]
     assert [(r["kind"], r["path"]) for r in rows] == [("suite", "pair"), ("run", "pair/runs/one"), ("run", "pair/runs/two")]
     assert rows[0]["status"] == "finished" and rows[0]["done"] == 2
+
+
+def test_an_index_row_is_read_again_only_when_its_run_moved_on(tmp_path, monkeypatch):
+    run_dir = make_run(tmp_path / "alpha", TWO)
+    reads = []
+    real = reading.RunDirectory.events
+    monkeypatch.setattr(reading.RunDirectory, "events", lambda self: reads.append(1) or real(self))
+    first = reading.index(tmp_path)["rows"][0]
+    once = len(reads)
+    assert once > 0 and reading.index(tmp_path)["rows"][0] == first and len(reads) == once
+    with open(run_dir / "events.jsonl", "a") as log:
+        log.write(json.dumps({"schema": "epg.event/1", "type": "finished", "candidates": ["s0001"], "time": 200.0}) + "\n")
+    assert reading.index(tmp_path)["rows"][0]["seconds"] is not None and len(reads) > once
+
+
+def test_a_run_directory_named_as_the_root_is_listed_by_its_own_name(tmp_path):
+    run_dir = make_run(tmp_path / "solo-run", TWO)
+    (row,) = reading.index(run_dir)["rows"]
+    assert (row["path"], row["name"], row["status"]) == (".", "solo-run", "finished")
