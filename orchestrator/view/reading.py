@@ -480,7 +480,12 @@ def _exchanges(root: Path) -> dict[str, Any]:
                     continue
                 if isinstance(entry, dict):
                     total += 1
-                    items.append(_exchange(attempt, entry))
+                    try:
+                        items.append(_exchange(attempt, entry))
+                    except (RecursionError, TypeError, ValueError, AttributeError) as exc:  # a body of a shape none expects
+                        items.append({**_exchange(attempt, {k: entry.get(k) for k in ("seq", "method", "path", "status")
+                                                            if isinstance(entry.get(k), (str, int))}),
+                                      "error": visible(f"not shown: {type(exc).__name__}", 200)})
                     del items[:-MAX_EXCHANGES]
         except RecordError:
             continue
@@ -591,7 +596,8 @@ def _reply_parts(document: dict[str, Any], parts: list[dict[str, str]], streamed
             if isinstance(message.get("content"), str) and message["content"]:
                 (streamed.append(message["content"]) if "delta" in choice else
                  parts.append({"kind": "text", "name": "", "text": message["content"]}))
-            for call in message.get("tool_calls") or []:
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else []:
                 function = call.get("function", {}) if isinstance(call, dict) else {}
                 if isinstance(function, dict) and function.get("name"):
                     parts.append({"kind": "tool_call", "name": str(function.get("name")), "text": str(function.get("arguments", ""))})

@@ -199,3 +199,17 @@ def test_a_run_directory_named_as_the_root_is_listed_by_its_own_name(tmp_path):
     run_dir = make_run(tmp_path / "solo-run", TWO)
     (row,) = reading.index(run_dir)["rows"]
     assert (row["path"], row["name"], row["status"]) == (".", "solo-run", "finished")
+
+
+def test_model_exchanges_of_unexpected_shapes_are_shown_not_fatal(tmp_path):
+    nested = "[" * 5000 + "]" * 5000
+    shapes = [{"choices": [{"message": {"content": "hi", "tool_calls": 5}}]}, {"content": {"not": "a list"}}, {"choices": "x"},
+              {"candidates": [{"content": {"parts": {"text": "x"}}}]}, {"output": [1, "two", {"type": "function_call", "name": 3}]}, 7]
+    relay = [{"seq": n, "method": "POST", "path": "/v1/x", "status": 200, "request": nested, "response": json.dumps(shape)}
+             for n, shape in enumerate(shapes)]
+    relay.append({"seq": 99, "method": "POST", "path": "/v1/x", "status": 200, "request": "{}", "response": "data: " + nested + "\n\n"})
+    make_run(tmp_path / "alpha", FakeRun(submissions=TWO.submissions, relay=relay))
+    items = reading.run_page(tmp_path, "alpha")["exchanges"]["items"]
+    assert [item["seq"] for item in items] == [0, 1, 2, 3, 4, 5, 99]
+    assert items[0]["reply"] == [{"kind": "text", "name": "", "text": "hi"}]
+    assert items[4]["reply"] == [{"kind": "tool_call", "name": "3", "text": ""}]
