@@ -2,8 +2,9 @@
 Feedback images, and server-sent events that say when to fetch again.
 
 Bound to 127.0.0.1 only. Every request needs the access token: the URL printed at start holds it as `?token=`, which
-the app swaps for an HttpOnly, SameSite=Strict cookie (and a redirect to the URL without it); a request without the
-token gets 401, one naming another host (DNS rebinding) 403. Every response carries a Content-Security-Policy that
+the app accepts once, swapping it for an HttpOnly, SameSite=Strict cookie (and a redirect to the URL without it);
+after that the token counts only in that cookie or an `Authorization: Bearer` header. A request without the token gets
+401, one naming another host (DNS rebinding) 403. Every response carries a Content-Security-Policy that
 allows this origin alone (no inline script, no other host), `X-Content-Type-Options: nosniff` and
 `Referrer-Policy: no-referrer`. The page is read-only: there is no request that writes.
 """
@@ -56,6 +57,7 @@ class Guard:
         self.app = app
         self.token = token
         self.hosts = hosts
+        self.url_used = False  # set once a request brought the token in its URL (one event loop: no lock needed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,16 +74,24 @@ class Guard:
             await PlainTextResponse("not this host", status_code=403)(scope, receive, with_headers)
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
+        authorised = self._authorised(headers)
         given = query.get("token")
-        if given is not None and secrets.compare_digest(given.encode(), self.token.encode()):
-            rest = urlencode({k: v for k, v in query.items() if k != "token"})
-            response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
-            await response(scope, receive, with_headers)
-            return
-        if not self._authorised(headers):
-            await PlainTextResponse("the access token is missing or wrong: open the URL epg-orchestrate view printed",
-                                    status_code=401)(scope, receive, with_headers)
+        if given is not None:
+            # The URL's token is taken once, by the first browser to open it; that browser goes on with the cookie (and
+            # may open the URL again), any other gets 401: a URL seen later on a screen or in a history is spent.
+            fresh = not self.url_used and secrets.compare_digest(given.encode(), self.token.encode())
+            if authorised or fresh:
+                self.url_used = True
+                rest = urlencode({k: v for k, v in query.items() if k != "token"})
+                response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
+                response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
+                await response(scope, receive, with_headers)
+                return
+        if not authorised:
+            why = ("the URL's token was taken by the browser that opened it first: use that browser, or start epg-orchestrate view "
+                   "again for a new URL" if given is not None and self.url_used else
+                   "the access token is missing or wrong: open the URL epg-orchestrate view printed")
+            await PlainTextResponse(why, status_code=401)(scope, receive, with_headers)
             return
         await self.app(scope, receive, with_headers)
 

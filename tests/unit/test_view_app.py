@@ -160,3 +160,16 @@ def test_view_of_a_missing_directory_is_bad_input(tmp_path):
     result = subprocess.run([sys.executable, "-m", "orchestrator.cli.app", "view", str(tmp_path / "nothing")], capture_output=True, text=True,
                             env=env, timeout=120)
     assert result.returncode == 1 and "not a directory" in result.stderr
+
+
+def test_the_url_token_is_taken_once_and_then_only_the_browser_holding_the_cookie_gets_in(tmp_path):
+    make_run(tmp_path / "alpha", ONE)
+    app = create_app(tmp_path, token=TOKEN, port=PORT, poll_seconds=0.05)
+    first = TestClient(app, base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False)
+    other = TestClient(app, base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False)
+    assert first.get(f"/?token={TOKEN}").status_code == 303
+    first.cookies.set(COOKIE, TOKEN)
+    assert first.get(f"/?token={TOKEN}").status_code == 303 and first.get("/api/index").status_code == 200  # its own URL again
+    spent = other.get(f"/?token={TOKEN}")
+    assert spent.status_code == 401 and "taken by the browser that opened it first" in spent.text and "set-cookie" not in spent.headers
+    assert other.get("/api/index", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
