@@ -72,8 +72,15 @@
     try {
       const data = await fetchJSON(`/api/${what}?path=${encodeURIComponent(path)}`);
       const scroll = window.scrollY;
+      const focused = document.activeElement && document.activeElement.id;  // the filter being typed in keeps its focus
+      const caret = focused === "filter" ? document.activeElement.selectionStart : null;
       main.replaceChildren(...renderers[what](data));
       window.scrollTo(0, scroll);
+      const again = focused && document.getElementById(focused);
+      if (again) {
+        again.focus();
+        if (caret !== null) again.setSelectionRange(caret, caret);
+      }
     } catch (error) {
       main.replaceChildren(el("p", { className: "problem", text: String(error.message || error) }));
     } finally {
