@@ -30,18 +30,15 @@ from orchestrator.records.run_dir import RunDirectory
 from orchestrator.records.schema import RecordError, finite_number
 from orchestrator.reports.diagnostics import better, diagnose
 from orchestrator.reports.diffs import program_changes
-from orchestrator.reports.run_records import RunRecords, load_run, relay_files, stored_program
+from orchestrator.reports.run_records import RunRecords, load_run, stored_program
+from orchestrator.view.exchanges import exchanges
+from orchestrator.view.shown import cleaned, visible
 
-MAX_TEXT = 4000  # characters of one text shown (a stderr tail, a traceback, a reason)
 MAX_VALUES_TEXT = 20_000  # characters of a Submission's Feedback values as indented JSON
 MAX_EPISODES = 200  # Episode rows of one Submission
 MAX_DIFF_LINES = 400  # diff lines shown of one Submission's change
 MAX_DIFF_LINE = 400  # characters of one diff line
 MAX_ENTRIES = 5000  # Runs and suites listed in the index
-MAX_EXCHANGES = 200  # model exchanges shown of a Run (the latest)
-MAX_EXCHANGE_TEXT = 20_000  # characters of one message or reply shown
-MAX_RELAY_READ = 256 * safe_read.MiB  # bytes of relay records read for one Run page
-MAX_RELAY_LINE = 8 * safe_read.MiB  # one exchange's line; longer ones are skipped
 RUN_FILES = ("run.json", "events.jsonl", "validation.json", "assessment.json")
 SUITE_FILES = ("suite.json", "suite-events.jsonl")
 # The images a page may show, by their first bytes: never SVG or HTML, whatever a name or a record says.
@@ -52,7 +49,6 @@ IMAGE_TYPES = (
     (b"GIF89a", "image/gif"),
 )
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Index rows by run directory (device, inode, path, and the root's name for the root itself), with the signature of the files they were read from.
 _ROWS: dict[tuple[int, int, str, str], tuple[str, dict[str, Any]]] = {}
@@ -61,28 +57,6 @@ _ROWS_LOCK = threading.Lock()
 
 class NotFound(Exception):
     """What was asked for is not there, or cannot be read as what it should be (the message says why, one line)."""
-
-
-def visible(text: str, limit: int = MAX_TEXT) -> str:
-    """text with its control, zero-width and bidirectional characters written as escapes, cut to limit characters."""
-    cut = text[:limit]
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", cut)
-    return shown + (f" [{len(text) - limit} more characters]" if len(text) > limit else "")
-
-
-def cleaned(value: Any, limit: int = MAX_TEXT) -> Any:
-    """A JSON value with every string (keys too) made visible and bounded; non-finite numbers as None."""
-    if isinstance(value, str):
-        return visible(value, limit)
-    if isinstance(value, bool) or value is None or isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return finite_number(value)
-    if isinstance(value, dict):
-        return {visible(str(k), 200): cleaned(v, limit) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [cleaned(v, limit) for v in value]
-    return visible(str(value), limit)
 
 
 def _parts(relative: str) -> str:
@@ -381,7 +355,7 @@ def run_page(root: Path, relative: str) -> dict[str, Any]:
             "best_so_far_auc": finite_number(diagnostics.best_so_far_auc), "gain_per_submission": finite_number(diagnostics.gain_per_submission),
             "submissions": submissions, "validation": _validation(run), "assessment": _assessment(run),
             "selected": visible(diagnostics.selected or "", 200), "events": _events(run),
-            "exchanges": _exchanges(inside),
+            "exchanges": exchanges(inside),
         }
     return page
 
@@ -459,165 +433,6 @@ def _events(run: RunRecords) -> list[dict[str, Any]]:
         time = document.pop("time", None)
         shown.append({"type": kind, "time": finite_number(time), "fields": visible(json.dumps(document, sort_keys=True, default=str), 600)})
     return shown
-
-
-# the relay transcript ---------------------------------------------------------------------------------------------------
-def _exchanges(root: Path) -> dict[str, Any]:
-    """The latest MAX_EXCHANGES model exchanges of the Run's relay records, each as a readable message and reply."""
-    try:
-        files = relay_files(root)
-    except RecordError as exc:
-        return {"items": [], "problem": visible(exc.reason), "total": 0}
-    items: list[dict[str, Any]] = []
-    total = 0
-    spent = [0]
-    for attempt, relative in files:
-        try:
-            for line in safe_read.stream_lines(root, relative, max_bytes=max(0, MAX_RELAY_READ - spent[0]), max_line=MAX_RELAY_LINE, spent=spent):
-                try:
-                    entry = json.loads(line)
-                except (json.JSONDecodeError, RecursionError):
-                    continue
-                if isinstance(entry, dict):
-                    total += 1
-                    try:
-                        items.append(_exchange(attempt, entry))
-                    except (RecursionError, TypeError, ValueError, AttributeError) as exc:  # a body of a shape none expects
-                        items.append({**_exchange(attempt, {k: entry.get(k) for k in ("seq", "method", "path", "status")
-                                                            if isinstance(entry.get(k), (str, int))}),
-                                      "error": visible(f"not shown: {type(exc).__name__}", 200)})
-                    del items[:-MAX_EXCHANGES]
-        except RecordError:
-            continue
-    return {"items": items, "problem": "", "total": total}
-
-
-def _exchange(attempt: int, entry: dict[str, Any]) -> dict[str, Any]:
-    request, response = str(entry.get("request") or ""), str(entry.get("response") or "")
-    time = entry.get("time")
-    return {"attempt": attempt, "seq": cleaned(entry.get("seq")), "time": finite_number(time) if isinstance(time, (int, float)) else None,
-            "method": visible(str(entry.get("method") or ""), 20), "path": visible(str(entry.get("path") or ""), 300),
-            "status": cleaned(entry.get("status")), "seconds": cleaned(entry.get("seconds")), "tokens": cleaned(entry.get("tokens")),
-            "refused": visible(str(entry.get("refused") or ""), 600), "error": visible(str(entry.get("error") or ""), 600),
-            "omitted": visible(str(entry.get("omitted") or ""), 300),
-            "messages": _request_messages(request), "reply": _reply(response),
-            "request_bytes": len(request), "response_bytes": len(response)}
-
-
-def _text_of(content: Any) -> str:
-    """The text of a message's content in any of the providers' shapes: a string, or parts holding text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content[:200]:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict):
-                if isinstance(part.get("text"), str):
-                    texts.append(part["text"])
-                elif part.get("type") in ("tool_result", "function_call_output"):
-                    texts.append(f"[{part.get('type')}] " + _text_of(part.get("content", part.get("output", ""))))
-                elif part.get("type") in ("tool_use", "function_call"):
-                    texts.append(f"[call {part.get('name')}] " + json.dumps(part.get("input", part.get("arguments", "")), default=str)[:MAX_TEXT])
-        return "\n".join(texts)
-    return ""
-
-
-def _request_messages(request: str) -> list[dict[str, str]]:
-    """The last three messages of a request (role and text), or the request's start when it is not JSON."""
-    try:
-        document = json.loads(request) if request else {}
-    except (json.JSONDecodeError, RecursionError):
-        return [{"role": "request", "text": visible(request, MAX_EXCHANGE_TEXT)}]
-    if not isinstance(document, dict):
-        return [{"role": "request", "text": visible(request, MAX_EXCHANGE_TEXT)}]
-    messages = document.get("messages") or document.get("input") or document.get("contents") or []
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    shown = []
-    for message in messages[-3:] if isinstance(messages, list) else []:
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content", message.get("parts", message.get("output", "")))
-        role = str(message.get("role") or message.get("type") or "")
-        shown.append({"role": visible(role, 40), "text": visible(_text_of(content) or json.dumps(message, default=str), MAX_EXCHANGE_TEXT)})
-    model = document.get("model")
-    if model is not None:
-        shown.insert(0, {"role": "model", "text": visible(str(model), 200)})
-    return shown
-
-
-def _reply(response: str) -> list[dict[str, str]]:
-    """The reply's text and tool calls (Anthropic, OpenAI chat and Responses, Gemini shapes, a stream of them too)."""
-    if not response:
-        return []
-    documents: list[Any] = []
-    if response.lstrip().startswith(("event:", "data:")):
-        for line in response.splitlines()[:20_000]:
-            if line.startswith("data:"):
-                try:
-                    documents.append(json.loads(line[5:].strip()))
-                except (json.JSONDecodeError, RecursionError):
-                    continue
-    else:
-        try:
-            documents = [json.loads(response)]
-        except (json.JSONDecodeError, RecursionError):
-            return [{"kind": "text", "name": "", "text": visible(response, MAX_EXCHANGE_TEXT)}]
-    parts: list[dict[str, str]] = []
-    streamed: list[str] = []
-    for document in documents:
-        if isinstance(document, dict):
-            _reply_parts(document, parts, streamed)
-    if streamed:
-        parts.insert(0, {"kind": "text", "name": "", "text": "".join(streamed)})
-    return [{"kind": p["kind"], "name": visible(p["name"], 200), "text": visible(p["text"], MAX_EXCHANGE_TEXT)} for p in parts[:100]] or [
-        {"kind": "text", "name": "", "text": visible(response, MAX_EXCHANGE_TEXT)}]
-
-
-def _reply_parts(document: dict[str, Any], parts: list[dict[str, str]], streamed: list[str]) -> None:
-    delta = document.get("delta")
-    if isinstance(delta, dict) and isinstance(delta.get("text"), str):  # Anthropic stream
-        streamed.append(delta["text"])
-    elif isinstance(delta, str) and str(document.get("type", "")).endswith("output_text.delta"):  # Responses stream
-        streamed.append(delta)
-    for item in document.get("content") or [] if isinstance(document.get("content"), list) else []:  # Anthropic message
-        if isinstance(item, dict):
-            if item.get("type") == "tool_use":
-                parts.append({"kind": "tool_call", "name": str(item.get("name", "")), "text": json.dumps(item.get("input"), default=str)})
-            elif isinstance(item.get("text"), str):
-                parts.append({"kind": "text", "name": "", "text": item["text"]})
-    for choice in document.get("choices") or [] if isinstance(document.get("choices"), list) else []:  # OpenAI chat
-        if not isinstance(choice, dict):
-            continue
-        message = choice.get("message") or choice.get("delta") or {}
-        if isinstance(message, dict):
-            if isinstance(message.get("content"), str) and message["content"]:
-                (streamed.append(message["content"]) if "delta" in choice else
-                 parts.append({"kind": "text", "name": "", "text": message["content"]}))
-            calls = message.get("tool_calls")
-            for call in calls if isinstance(calls, list) else []:
-                function = call.get("function", {}) if isinstance(call, dict) else {}
-                if isinstance(function, dict) and function.get("name"):
-                    parts.append({"kind": "tool_call", "name": str(function.get("name")), "text": str(function.get("arguments", ""))})
-    response = document.get("response") if isinstance(document.get("response"), dict) else document
-    if isinstance(response, dict) and isinstance(response.get("output"), list) and not streamed:  # Responses
-        for item in response["output"]:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "function_call":
-                parts.append({"kind": "tool_call", "name": str(item.get("name", "")), "text": str(item.get("arguments", ""))})
-            elif item.get("type") == "message":
-                parts.append({"kind": "text", "name": "", "text": _text_of(item.get("content"))})
-    for candidate in document.get("candidates") or [] if isinstance(document.get("candidates"), list) else []:  # Gemini
-        content = candidate.get("content") if isinstance(candidate, dict) else None
-        for part in (content or {}).get("parts") or [] if isinstance(content, dict) else []:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                streamed.append(part["text"])
-            elif isinstance(part, dict) and isinstance(part.get("functionCall"), dict):
-                call = part["functionCall"]
-                parts.append({"kind": "tool_call", "name": str(call.get("name", "")), "text": json.dumps(call.get("args"), default=str)})
 
 
 # a suite ------------------------------------------------------------------------------------------------------------
