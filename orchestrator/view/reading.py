@@ -156,6 +156,8 @@ def signature(root: Path, what: str, relative: str = ".") -> str:
                     parts = _suite_signature(fd)
                 else:
                     parts = [_stats(fd, RUN_FILES + SUITE_FILES)]
+                    if _stats(fd, ("suite.json",)):  # DIR is a suite: its Runs are below runs/
+                        parts.append(_suite_signature(fd))
                     for name in _listing(fd):
                         child = _child(fd, name)
                         if child is None:

@@ -213,3 +213,14 @@ def test_model_exchanges_of_unexpected_shapes_are_shown_not_fatal(tmp_path):
     assert [item["seq"] for item in items] == [0, 1, 2, 3, 4, 5, 99]
     assert items[0]["reply"] == [{"kind": "text", "name": "", "text": "hi"}]
     assert items[4]["reply"] == [{"kind": "tool_call", "name": "3", "text": ""}]
+
+
+def test_the_index_of_a_suite_directory_changes_when_one_of_its_runs_moves_on(tmp_path):
+    run_dir = make_run(tmp_path / "runs" / "one", TWO)
+    planned = [{"name": "one", "run_dir": "runs/one", "spec": "specs/one.yaml", "benchmark": "Fake-v0", "family": "toy", "agent": "a"}]
+    (tmp_path / "suite.json").write_text(json.dumps({"schema": "epg.suite/1", "name": "solo", "runs": planned}))
+    before = reading.signature(tmp_path, "index")
+    with open(run_dir / "events.jsonl", "a") as log:
+        log.write(json.dumps({"schema": "epg.event/1", "type": "finished", "candidates": ["s0001"], "time": 200.0}) + "\n")
+    assert reading.signature(tmp_path, "index") != before
+    assert [(r["kind"], r["path"]) for r in reading.index(tmp_path)["rows"]] == [("suite", "."), ("run", "runs/one")]
