@@ -185,6 +185,8 @@ def test_view_follows_a_real_cartpole_run_to_finished_and_shows_its_records_with
         assert page.locator("#validation tr").count() == 3
         assert "score 500" in page.locator("#assessment-score").text_content()
         assert page.locator("#score-plot circle").count() == 2
+        rows.nth(0).click()  # a row opens its Submission's panel
+        assert page.locator('details.submission[data-id="s0001"]').get_attribute("open") is not None
 
         # A Feedback image, served from the run directory, drawn by the browser.
         pictures = context.new_page()

@@ -155,7 +155,8 @@
     for (const problem of data.problems) out.push(el("p", { className: "problem", text: problem }));
     out.push(el("h2", { text: "Scores against Episodes spent" }), plot(data.curve, row.budget_episodes, data.direction));
     out.push(el("h2", { text: `Submissions (${data.submissions.length})` }));
-    out.push(table(["id", "selector", "Episodes", "score", "best so far", "failure codes"], data.submissions.map((s) => el("tr", { className: "submission-row", "data-id": s.id },
+    out.push(table(["id", "selector", "Episodes", "score", "best so far", "failure codes"], data.submissions.map((s) => el("tr", { className: "submission-row", "data-id": s.id,
+      title: "open its panel", onclick: () => openPanel(s.id) },
       td(s.id), td(s.selector), td(num(s.episodes_count), "num"), td(num(s.score), "num"), td(num(s.best), "num"),
       td(s.error ? `unreadable: ${s.error}` : Object.entries(s.failure_codes).map(([k, v]) => `${k} ${v}`).join(", ") || "none"))), { id: "submissions" }));
     const latest = data.submissions.length ? data.submissions[data.submissions.length - 1].id : null;
@@ -166,6 +167,10 @@
     out.push(el("h2", { text: "Event log (latest)" }), table(["time", "event", "fields"],
       data.events.slice().reverse().slice(0, 60).map((e) => el("tr", {}, td(when(e.time)), td(e.type), td(e.fields))), { id: "events" }));
     return out;
+  }
+  function openPanel(id) {
+    const panel = Array.from(document.querySelectorAll("details.submission")).find((d) => d.dataset.id === id);
+    if (panel) { panel.open = true; panel.scrollIntoView({ block: "start" }); }
   }
   function phaseGauge(phase) {
     const phases = ["agent", "validation", "assessment", "done"];
