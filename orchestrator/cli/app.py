@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import envtest, evaluate, evopolicygym, housekeeping, images, run, runs, suite
+from orchestrator.cli import envtest, evaluate, evopolicygym, housekeeping, images, run, runs, suite, view
 from orchestrator.cli.common import ExitCode, fail, missing_extra_message, optional_module_missing
 
 app = typer.Typer(
@@ -57,6 +57,7 @@ app.add_typer(envtest.app, name="env")
 app.add_typer(evopolicygym.app, name="evopolicygym")
 app.command("gc")(housekeeping.gc)
 app.command("benchmarks")(housekeeping.benchmarks)
+app.command("view")(view.view)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
