@@ -94,7 +94,7 @@ def fail_infrastructure(exc: InfrastructureError, diagnostics_dir: Path | None =
 
 # The optional features: the module each needs and the extra of the epg-orchestrator distribution that installs it
 # (pyproject.toml, [project.optional-dependencies]).
-EXTRAS = {"kubernetes": "kubernetes", "matplotlib": "reports"}
+EXTRAS = {"kubernetes": "kubernetes", "matplotlib": "reports", "starlette": "view", "uvicorn": "view"}
 
 
 def missing_extra_message(module: str, feature: str) -> str:

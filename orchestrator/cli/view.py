@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from orchestrator.cli.common import ExitCode, fail
+from orchestrator.cli.common import ExitCode, fail, require_extra
 
 VIEW_PACKAGES = ("starlette", "uvicorn")
 
@@ -26,9 +25,7 @@ def view(
     cannot be bound.
     """
     for package in VIEW_PACKAGES:
-        if importlib.util.find_spec(package) is None:
-            fail(f"view needs the optional package {package}: pip install 'epg-orchestrator[view]'", ExitCode.INFRASTRUCTURE,
-                 error_code="missing_extra")
+        require_extra(package, "view")
     if not directory.is_dir():
         fail(f"{directory}: not a directory", ExitCode.BAD_INPUT)
     from orchestrator.view.app import serve  # starlette and uvicorn: only when serving

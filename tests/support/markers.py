@@ -24,6 +24,7 @@ MARKED: dict[str, tuple[str, ...]] = {
         "tests/docker/test_run_reports.py::test_report_page_renders_every_plot_in_headless_chromium_without_network",
         "tests/docker/test_run_reports.py::test_the_browser_check_sees_a_page_that_asks_for_the_network",
         "tests/docker/test_suite_run.py::test_a_killed_suite_resumes_and_its_report_ranks_the_agents",
+        "tests/docker/test_view.py",
     ),
     # about 10 s or more on a 2-core machine: a whole Run or suite, an image or venv built, a benchmark's long rollout
     "slow": (
@@ -34,6 +35,7 @@ MARKED: dict[str, tuple[str, ...]] = {
         "tests/docker/test_k8s_conformance.py",
         "tests/docker/test_ci_workflow.py",
         "tests/docker/test_tutorial.py",
+        "tests/docker/test_view.py::test_view_follows_a_real_cartpole_run_to_finished_and_shows_its_records_without_network",
         "tests/docker/test_env_test.py",
         "tests/docker/test_evopolicygym_sandbox.py",
         "tests/docker/test_feedback_access.py",
