@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,17 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
-from test_host_api import CALL_TIMEOUT_S, TOKEN, Served, expected_score, run, serve_run  # noqa: F401 (fixtures)
+from test_host_api import CALL_TIMEOUT_S, TOKEN, Served, expected_score, serve_run  # noqa: F401 (serve_run: a fixture)
 
 from orchestrator.hostclient.client import SessionClient
 from orchestrator.hostclient.mcp_server import build_server
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def served(serve_run: Callable[..., Served]) -> Served:  # noqa: F811 (the fixture imported above)
+    return serve_run()
 
 
 def calls(served: Served, *requests: tuple[str, dict[str, Any]]) -> list[CallToolResult]:
@@ -41,9 +47,9 @@ def error_of(result: CallToolResult) -> dict[str, str]:
     return json.loads(result.content[0].text)["error"]
 
 
-def test_the_four_tools_are_listed_with_typed_schemas_and_descriptions(run: Served):
+def test_the_four_tools_are_listed_with_typed_schemas_and_descriptions(served: Served):
     async def go() -> list[Any]:
-        async with Client(build_server(lambda: run.new_client(), run.records.workspace)) as session:
+        async with Client(build_server(lambda: served.new_client(), served.records.workspace)) as session:
             return (await session.list_tools()).tools
 
     tools = {tool.name: tool for tool in anyio.run(go)}
@@ -60,10 +66,10 @@ def test_the_four_tools_are_listed_with_typed_schemas_and_descriptions(run: Serv
     assert "0:8,12,20:24" in (tools["submit"].description or "")
 
 
-def test_submit_through_the_tool_returns_the_receipt_and_the_host_records_the_submission(run: Served):
-    digest = run.digest()
+def test_submit_through_the_tool_returns_the_receipt_and_the_host_records_the_submission(served: Served):
+    digest = served.digest()
 
-    submitted, status, feedback = calls(run, ("submit", {"episodes": "0:3,5"}), ("status", {}),
+    submitted, status, feedback = calls(served, ("submit", {"episodes": "0:3,5"}), ("status", {}),
                                         ("feedback", {"submission_id": "s0001"}))
 
     score = expected_score(digest, [0, 1, 2, 5])
@@ -73,20 +79,20 @@ def test_submit_through_the_tool_returns_the_receipt_and_the_host_records_the_su
     assert not submitted.is_error
     assert submitted.structured_content == receipt
     assert json.loads(submitted.content[0].text) == receipt
-    assert run.sandbox.calls == [(i, digest) for i in (0, 1, 2, 5)]
-    assert [(e["type"], e["id"]) for e in run.events()] == [("submission_admitted", "s0001"), ("submission_completed", "s0001")]
+    assert served.sandbox.calls == [(i, digest) for i in (0, 1, 2, 5)]
+    assert [(e["type"], e["id"]) for e in served.events()] == [("submission_admitted", "s0001"), ("submission_completed", "s0001")]
     assert status.structured_content["episodes_left"] == 6
     assert [(s["id"], s["selector"], s["score"]) for s in status.structured_content["submissions"]] == [("s0001", "0:3,5", score)]
-    published = json.loads((run.records.workspace / "feedback" / "s0001" / "feedback.json").read_text())
+    published = json.loads((served.records.workspace / "feedback" / "s0001" / "feedback.json").read_text())
     assert feedback.structured_content == published
     assert [e["index"] for e in feedback.structured_content["episodes"]] == [0, 1, 2, 5]
 
 
-def test_count_submits_the_first_indices_of_the_pool(run: Served):
-    (submitted,) = calls(run, ("submit", {"count": 3}))
+def test_count_submits_the_first_indices_of_the_pool(served: Served):
+    (submitted,) = calls(served, ("submit", {"count": 3}))
 
     assert submitted.structured_content["episodes_used"] == 3
-    assert run.events()[0]["indices"] == [0, 1, 2]
+    assert served.events()[0]["indices"] == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
@@ -103,30 +109,30 @@ def test_count_submits_the_first_indices_of_the_pool(run: Served):
         pytest.param({"count": "all"}, "malformed_request", id="count-not-an-integer"),
     ],
 )
-def test_a_malformed_submit_is_a_tool_error_with_its_code_and_costs_nothing(run: Served, arguments: dict[str, Any], code: str):
-    before = run.snapshot()
+def test_a_malformed_submit_is_a_tool_error_with_its_code_and_costs_nothing(served: Served, arguments: dict[str, Any], code: str):
+    before = served.snapshot()
 
-    (result,) = calls(run, ("submit", arguments))
+    (result,) = calls(served, ("submit", arguments))
 
     assert error_of(result)["code"] == code
-    assert run.snapshot() == before
+    assert served.snapshot() == before
 
 
-def test_a_malformed_argument_names_its_field(run: Served):
-    (result,) = calls(run, ("submit", {"episodes": ["0:2"]}))
+def test_a_malformed_argument_names_its_field(served: Served):
+    (result,) = calls(served, ("submit", {"episodes": ["0:2"]}))
 
     assert error_of(result)["message"].startswith("episodes: ")
 
 
-def test_finish_through_the_tool_takes_the_candidates(run: Served):
-    submitted, wrong, finished, again = calls(run, ("submit", {"episodes": "0:2"}), ("finish", {"ids": ["s0009"]}),
+def test_finish_through_the_tool_takes_the_candidates(served: Served):
+    submitted, wrong, finished, again = calls(served, ("submit", {"episodes": "0:2"}), ("finish", {"ids": ["s0009"]}),
                                               ("finish", {"ids": ["s0001"]}), ("finish", {"ids": ["s0001"]}))
 
     assert submitted.structured_content["submission_id"] == "s0001"
     assert error_of(wrong)["code"] == "unknown_submission"
     assert finished.structured_content == {"candidates": ["s0001"]}
     assert error_of(again)["code"] == "already_finished"
-    assert run.event_types()[-1] == "finished"
+    assert served.event_types()[-1] == "finished"
 
 
 @pytest.mark.parametrize(
@@ -140,33 +146,33 @@ def test_finish_through_the_tool_takes_the_candidates(run: Served):
         pytest.param("shell", {"command": "ls"}, "unknown_method", id="unknown-tool"),
     ],
 )
-def test_other_refused_calls_are_tool_errors_with_their_codes(run: Served, name: str, arguments: dict[str, Any], code: str):
-    before = run.snapshot()
+def test_other_refused_calls_are_tool_errors_with_their_codes(served: Served, name: str, arguments: dict[str, Any], code: str):
+    before = served.snapshot()
 
-    (result,) = calls(run, (name, arguments))
+    (result,) = calls(served, (name, arguments))
 
     assert error_of(result)["code"] == code
-    assert run.snapshot() == before
+    assert served.snapshot() == before
 
 
-def test_a_wrong_token_reaches_the_agent_as_unauthenticated(run: Served):
+def test_a_wrong_token_reaches_the_agent_as_unauthenticated(served: Served):
     async def go() -> CallToolResult:
-        server = build_server(lambda: run.new_client(token="tok-wrong"), run.records.workspace)
+        server = build_server(lambda: served.new_client(token="tok-wrong"), served.records.workspace)
         async with Client(server) as session:
             return await session.call_tool("status", {})
 
     assert error_of(anyio.run(go))["code"] == "unauthenticated"
 
 
-def test_the_module_serves_the_tools_over_stdio(run: Served, tmp_path: Path):
+def test_the_module_serves_the_tools_over_stdio(served: Served, tmp_path: Path):
     environment = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "sdk")]),
-        "EPG_HOST_API": str(run.socket_path),
+        "EPG_HOST_API": str(served.socket_path),
         "EPG_SESSION_TOKEN": TOKEN,
     }
     command = StdioServerParameters(command=sys.executable, args=["-m", "orchestrator.hostclient.mcp_server", "--workspace",
-                                                                  str(run.records.workspace)], env=environment, cwd=str(tmp_path))
+                                                                  str(served.records.workspace)], env=environment, cwd=str(tmp_path))
 
     async def go() -> tuple[list[str], CallToolResult, CallToolResult]:
         async with Client(command, read_timeout_seconds=60) as session:
@@ -177,5 +183,5 @@ def test_the_module_serves_the_tools_over_stdio(run: Served, tmp_path: Path):
 
     assert names == ["feedback", "finish", "status", "submit"]
     assert submitted.structured_content["submission_id"] == "s0001"
-    assert run.events()[0]["indices"] == [1, 2]
+    assert served.events()[0]["indices"] == [1, 2]
     assert error_of(refused)["code"] == "invalid_selector"
