@@ -163,6 +163,8 @@ def claude_command(model: str, effort: str | None, port: int, home: Path | None 
         config = claude_mcp_config(mcp_workspace, home or Path(os.environ.get("HOME", "/tmp")))
         argv += ["--mcp-config", str(config), "--strict-mcp-config"]
         environment["MCP_TOOL_TIMEOUT"] = str(MCP_TOOL_TIMEOUT_S * 1000)
+        # Otherwise Claude Code offers MCP tools only through its ToolSearch tool, deferred: the four are offered as they are.
+        environment["ENABLE_TOOL_SEARCH"] = "false"
     return argv, environment
 
 

@@ -2,12 +2,16 @@
 
 `epg-session-mcp` (`python3 -m orchestrator.hostclient.mcp_server`) runs inside the agent container, started by the
 CLI as the MCP server its configuration names. Each tool calls the Host API through `SessionClient`, exactly as
-`epg-session` does, and returns the Host's answer both as structured content (under the tool's output schema) and
-as the same JSON in a text block. A refusal is a tool error (`isError`) whose text is the JSON that `epg-session`
-prints for it, `{"error": {"code": CODE, "message": MESSAGE}}`, CODE one of the Host API's error codes (e.g.
-`invalid_selector`, `budget_exhausted`) or, for a call that did not reach the Host, the gRPC status in lower case
-(`unavailable`). Arguments that do not fit a tool's input schema are refused by the MCP SDK before the Host is
-called, as `malformed_request` (one `field: reason` per line), and an unknown tool as `unknown_method`.
+`epg-session` does, and returns the Host's answer both as structured content and as the same JSON in a text block.
+The tools declare input schemas and no output schema: Gemini CLI 0.61.0's MCP client checks a result against the
+output schema even when it is an error (`isError`), so a refusal would reach the model as a schema mismatch instead
+of its code. The models below (`RESULT_MODELS`) state the results' shapes; a unit test checks them against the Host.
+
+A refusal is a tool error (`isError`) whose text is the JSON that `epg-session` prints for it, `{"error": {"code":
+CODE, "message": MESSAGE}}`, CODE one of the Host API's error codes (e.g. `invalid_selector`, `budget_exhausted`)
+or, for a call that did not reach the Host, the gRPC status in lower case (`unavailable`). Arguments that do not fit
+a tool's input schema are refused by the MCP SDK before the Host is called, as `malformed_request` (one `field:
+reason` per line), and an unknown tool as `unknown_method`.
 
 Imports: the standard library, pydantic, mcp, and the Host API client.
 """
@@ -121,6 +125,9 @@ class Feedback(BaseModel, extra="allow"):
     episodes: list[dict[str, Any]]
 
 
+RESULT_MODELS: dict[str, type[BaseModel]] = {"status": Status, "submit": SubmitReceipt, "feedback": Feedback, "finish": FinishReceipt}
+
+
 def refusal(code: str, message: str) -> CallToolResult:
     """The tool error of a refused call: the JSON `epg-session` prints for it."""
     text = json.dumps({"error": {"code": code, "message": message}})
@@ -201,26 +208,26 @@ def build_server(client_factory: Callable[[], SessionClient] = SessionClient, wo
     server = HostApiTools(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(name="status", description=STATUS_DESCRIPTION)
-    def status() -> Annotated[CallToolResult, Status]:
+    def status() -> CallToolResult:
         return _call(client_factory, lambda client: client.status())
 
     @server.tool(name="submit", description=SUBMIT_DESCRIPTION)
     def submit(
         episodes: Annotated[str, Field(description="index selector, e.g. \"0:8,12,20:24\" (\"\": use count)")] = "",
         count: Annotated[int, Field(description="evaluate on pool indices 0 to count - 1 (0: use episodes)", ge=0)] = 0,
-    ) -> Annotated[CallToolResult, SubmitReceipt]:
+    ) -> CallToolResult:
         return _call(client_factory, lambda client: client.submit(selector_of(episodes, count)))
 
     @server.tool(name="feedback", description=FEEDBACK_DESCRIPTION)
     def feedback(
         submission_id: Annotated[str, Field(description="a Submission id from submit or status, e.g. \"s0001\"")],
-    ) -> Annotated[CallToolResult, Feedback]:
+    ) -> CallToolResult:
         return _call(client_factory, lambda client: read_feedback(client, root, submission_id))
 
     @server.tool(name="finish", description=FINISH_DESCRIPTION)
     def finish(
         ids: Annotated[list[str], Field(description="candidate Submission ids, best first")],
-    ) -> Annotated[CallToolResult, FinishReceipt]:
+    ) -> CallToolResult:
         return _call(client_factory, lambda client: client.finish(ids))
 
     return server

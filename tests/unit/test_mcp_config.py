@@ -58,6 +58,7 @@ def test_claude_code_gets_a_strict_mcp_config_file_and_a_tool_timeout(tmp_path):
     assert json.loads(path.read_text()) == {"mcpServers": {MCP_SERVER: {"type": "stdio", **SERVER}}}
     assert argv[argv.index("-p") + 1] == MCP_PROMPT
     assert environment["MCP_TOOL_TIMEOUT"] == str(MCP_TOOL_TIMEOUT_S * 1000)
+    assert environment["ENABLE_TOOL_SEARCH"] == "false"  # the tools offered at once, not deferred behind ToolSearch
 
 
 @pytest.mark.parametrize(("command", "directory"), [(gemini_command, ".gemini"), (qwen_command, ".qwen")])
