@@ -38,6 +38,7 @@ MCP_COMMAND = "epg-session-mcp"  # orchestrator.hostclient.mcp_server, installed
 MCP_TOOL_TIMEOUT_S = 3600  # a submit lasts as long as its Episodes; the Run's own wall clock bounds the phase
 # The kinds whose CLI gets the MCP server (and MCP_PROMPT); a kind not listed keeps PROMPT and the shell command alone.
 MCP_KINDS = ("codex", "claude-code", "gemini", "qwen-code")
+MCP_TOOLS = ("status", "submit", "feedback", "finish")
 # The relay replaces whatever credential the CLI sends; the CLI only needs a non-empty one.
 PLACEHOLDER_KEY = "provided-by-the-host-relay"
 CLAUDE_EFFORT_TOKENS = {"low": "4000", "medium": "16000", "high": "32000"}
@@ -85,7 +86,8 @@ def _toml_string(text: str) -> str:
 
 
 def codex_mcp_table(workspace: Path) -> str:
-    """config.toml's `[mcp_servers.epg]` table: the server, its environment, a tool timeout as long as a submit."""
+    """config.toml's `[mcp_servers.epg]` table: the server, its environment, a tool timeout as long as a submit, and
+    `required`, so that Codex starts the turn once the server is up (else its first requests offer no MCP tool)."""
     server = mcp_stdio_server(workspace)
     args = ", ".join(_toml_string(arg) for arg in server["args"])
     env = ", ".join(f"{name} = {_toml_string(value)}" for name, value in server["env"].items())
@@ -94,6 +96,7 @@ def codex_mcp_table(workspace: Path) -> str:
 command = {_toml_string(server["command"])}
 args = [{args}]
 env = {{ {env} }}
+required = true
 startup_timeout_sec = 60
 tool_timeout_sec = {MCP_TOOL_TIMEOUT_S}
 """
@@ -209,6 +212,8 @@ def qwen_command(model: str, port: int, home: Path, mcp_workspace: Path | None =
         "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
         "model": {"name": model},
         **(gemini_mcp_settings(mcp_workspace) if mcp_workspace else {}),
+        # Qwen Code offers MCP tools only through its tool_search bridge, deferred, unless they are named visible.
+        **({"tools": {"visible": [f"mcp__{MCP_SERVER}__{tool}" for tool in MCP_TOOLS]}} if mcp_workspace else {}),
     })
     environment = {
         "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",

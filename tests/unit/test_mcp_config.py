@@ -45,7 +45,8 @@ def test_codex_gets_the_server_in_config_toml_with_its_environment_and_a_submit_
     argv, environment = codex_command("m", "low", 8765, tmp_path, WORKSPACE)
 
     config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
-    assert config["mcp_servers"] == {MCP_SERVER: {**SERVER, "startup_timeout_sec": 60, "tool_timeout_sec": MCP_TOOL_TIMEOUT_S}}
+    assert config["mcp_servers"] == {MCP_SERVER: {**SERVER, "required": True, "startup_timeout_sec": 60,
+                                                  "tool_timeout_sec": MCP_TOOL_TIMEOUT_S}}
     assert config["model_providers"]["epg_relay"]["base_url"] == "http://127.0.0.1:8765/v1"  # the rest is unchanged
     assert argv[-1] == MCP_PROMPT and environment["CODEX_HOME"] == str(tmp_path / ".codex")
 
@@ -69,6 +70,13 @@ def test_gemini_cli_and_qwen_code_get_the_server_in_settings_json_trusted(tmp_pa
     assert settings["mcpServers"] == {MCP_SERVER: {**SERVER, "trust": True, "timeout": MCP_TOOL_TIMEOUT_S * 1000}}
     assert settings["telemetry"] == {"enabled": False}  # the quiet settings stay
     assert MCP_PROMPT in argv and PROMPT not in argv
+
+
+def test_qwen_code_offers_the_tools_at_once_not_behind_its_tool_search(tmp_path):
+    qwen_command("m", 8765, tmp_path, WORKSPACE)
+
+    settings = json.loads((tmp_path / ".qwen" / "settings.json").read_text())
+    assert settings["tools"]["visible"] == ["mcp__epg__status", "mcp__epg__submit", "mcp__epg__feedback", "mcp__epg__finish"]
 
 
 def test_without_a_workspace_no_cli_gets_an_mcp_server_and_the_prompt_names_the_shell_command(tmp_path):
