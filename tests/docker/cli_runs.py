@@ -60,7 +60,7 @@ json.dump({"score": feedback["score"], "program_digest": feedback["program_diges
 print("feedback score:", json.dumps(feedback["score"]))
 EOF'''
 
-# The Submission, a malformed submit and the finish are calls of the Host API's MCP tools (the fake provider finds
+# The Submission, a malformed submit, a read of its Feedback and the finish are calls of the Host API's MCP tools (the fake provider finds
 # each tool under the name the CLI gives it); a CLI without the MCP server runs the same through `epg-session`.
 # The malformed selector fits the tool's schema (a string), so the call reaches the Host, which refuses it with its code.
 MALFORMED_SELECTOR, MALFORMED_CODE = "4:2", "invalid_selector"
@@ -70,6 +70,7 @@ TURNS = [
     {"mcp": "submit", "args": {"episodes": "0:4"}, "shell": "epg-session submit --episodes 0:4"},
     {"mcp": "submit", "args": {"episodes": MALFORMED_SELECTOR}, "shell": f"epg-session submit --episodes {MALFORMED_SELECTOR}"},
     {"shell": FEEDBACK_READER},
+    {"mcp": "feedback", "args": {"submission_id": "s0001"}, "shell": "cat feedback/s0001/feedback.json"},
     {"shell": SECRET_PROBE},
     {"shell": AWAIT_SECRET_PROBE},
     {"shell": REFUSAL_PROBE},
@@ -191,17 +192,20 @@ def assert_finished_through_the_relay(manifest: dict, run_dir: Path, provider_lo
 
 
 def assert_submitted_and_finished_through_mcp(run_dir: Path, provider_log: Path) -> None:
-    """The Submission, the malformed submit and the finish were calls of the MCP server's tools: the model's answers
-    the relay forwarded call them by the CLI's names for them, the tool results the CLI sent back carry the receipt,
-    the Host's typed error and the finish; the Host recorded that one Submission, of those Episodes, and the finish."""
+    """The Submission, the malformed submit, the Feedback read and the finish were calls of the MCP server's tools: the
+    model's answers the relay forwarded call them by the CLI's names for them, the tool results the CLI sent back carry
+    the receipt, the Host's typed error, the Feedback and the finish; the Host recorded that one Submission, of those
+    Episodes, and the finish."""
     provided = [json.loads(line) for line in provider_log.read_text().splitlines()]
     requests = sorted((p for p in provided if p["dir"] == "request"), key=lambda p: p["seq"])
     exchanges = [json.loads(line) for line in (run_dir / "relay" / "exchanges.1.jsonl").read_text().splitlines()]
     relayed = dict(zip((p["seq"] for p in requests), (e for e in exchanges if not e["refused"]), strict=False))
     calls = [(p["seq"], p["note"].split(" mcp ", 1)[1]) for p in provided if p["dir"] == "response" and " mcp " in p.get("note", "")]
-    names = [name for _, name in calls]
-    assert len(names) >= 3 and all(name.endswith(("submit", "finish")) and "epg" in name or name in ("submit", "finish")
-                                   for name in names), calls
+    played = {p["note"].split(" mcp ", 1)[0]: p["note"].split(" mcp ", 1)[1] for p in provided  # by turn: a retry plays it again
+              if p["dir"] == "response" and " mcp " in p.get("note", "")}
+    names = [played[turn] for turn in sorted(played, key=lambda turn: int(turn.split()[1]))]
+    assert all("epg" in name for name in names), calls
+    assert [name.rsplit("_", 1)[-1].rsplit(".", 1)[-1] for name in names] == ["submit", "submit", "feedback", "finish"], calls
     # The relay's transcript holds each call as the model made it: the tool's name (Codex's: namespace and name) and
     # the selector.
     for seq, name in calls:
@@ -216,6 +220,8 @@ def assert_submitted_and_finished_through_mcp(run_dir: Path, provider_log: Path)
     refusals = [o for o in sent_back if MALFORMED_CODE in o]
     assert refusals and all('error' in o and "code" in o for o in refusals), sent_back
     assert any("candidates" in o and "s0001" in o for o in sent_back), sent_back
+    digest = json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())["feedback"]["program_digest"]
+    assert any(re.search(r'episodes\\?"\s*:\s*\[', o) and digest in o for o in sent_back), sent_back  # the Feedback
 
     # The Host's records: one Submission, of the selector the tool sent, and the finish naming it.
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
