@@ -6,11 +6,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup docker chromium images demo evaluate test lint docs unit bench bench-engine bench-diff proto gc clean
 
-$(STAMP): pyproject.toml sdk/pyproject.toml compat/pyproject.toml orchestrator/images/sdk-layer.lock
+$(STAMP): pyproject.toml sdk/pyproject.toml compat/pyproject.toml orchestrator/images/sdk-layer.lock orchestrator/images/agent-mcp.lock
 	$(PYTHON) -m venv $(VENV)
-	# The SDK layer's lock as constraints: the venv runs the NumPy, protobuf, grpcio and gymnasium the images run.
+	# The SDK layer's lock as constraints: the venv runs the NumPy, protobuf, grpcio and gymnasium the images run
+	# (and, with agent-base's MCP lock, the mcp SDK of epg-session-mcp).
 	$(BIN)/pip install --quiet --disable-pip-version-check -c orchestrator/images/sdk-layer.lock -e './sdk[gym,runner]'
-	$(BIN)/pip install --quiet --disable-pip-version-check -c orchestrator/images/sdk-layer.lock -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c orchestrator/images/sdk-layer.lock -c orchestrator/images/agent-mcp.lock -e '.[dev]'
 	# Our implementation of EvoPolicyGym 0.3's `evopolicygym` (compat/), for the tests of their packages and Programs.
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ./compat
 	# highway-env's metadata asks for pygame; pygame-ce (in the dev extra) stands in for it.

@@ -25,6 +25,20 @@ PROMPT = (
     "and to read where each Feedback is published. Before you stop, hand back your best "
     "Submissions with `epg-session finish ID [ID...]`."
 )
+# The prompt of a CLI that has the Host API's MCP server (MCP_SERVER) configured.
+MCP_PROMPT = (
+    "Read TASK.md in the current directory and do the task it describes. "
+    "Use the tools of the `epg` MCP server: `status` for your budget, `submit` to evaluate program/ "
+    "(with `episodes`, an index selector such as \"0:4\"), `feedback` to read a Submission's Feedback, "
+    "and, before you stop, `finish` with the ids of your best Submissions. "
+    "The `epg-session` shell command does the same."
+)
+MCP_SERVER = "epg"  # the server's name in each CLI's configuration: its tools reach the model as e.g. mcp__epg__submit
+MCP_COMMAND = "epg-session-mcp"  # orchestrator.hostclient.mcp_server, installed in agent-base
+MCP_TOOL_TIMEOUT_S = 3600  # a submit lasts as long as its Episodes; the Run's own wall clock bounds the phase
+# The kinds whose CLI gets the MCP server (and MCP_PROMPT); a kind not listed keeps PROMPT and the shell command alone.
+MCP_KINDS = ("codex", "claude-code", "gemini", "qwen-code")
+MCP_TOOLS = ("status", "submit", "feedback", "finish")
 # The relay replaces whatever credential the CLI sends; the CLI only needs a non-empty one.
 PLACEHOLDER_KEY = "provided-by-the-host-relay"
 CLAUDE_EFFORT_TOKENS = {"low": "4000", "medium": "16000", "high": "32000"}
@@ -56,7 +70,53 @@ def link_skills(cli: str, home: Path, mounted: Path | None) -> list[Path]:
     return links
 
 
-def codex_command(model: str, effort: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+def mcp_environment() -> dict[str, str]:
+    """What the MCP server needs of the agent container's environment, given to it explicitly: a CLI may start its
+    MCP servers with a reduced environment (Codex passes a short allow-list; Gemini CLI drops names like *TOKEN*)."""
+    return {name: os.environ[name] for name in ("EPG_HOST_API", "EPG_SESSION_TOKEN") if name in os.environ}
+
+
+def mcp_stdio_server(workspace: Path) -> dict[str, Any]:
+    """The MCP server's stdio launch as the JSON configurations of Claude Code, Gemini CLI and Qwen Code spell it."""
+    return {"command": MCP_COMMAND, "args": ["--workspace", str(workspace)], "env": mcp_environment()}
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a TOML basic string for the text written here
+
+
+def codex_mcp_table(workspace: Path) -> str:
+    """config.toml's `[mcp_servers.epg]` table: the server, its environment, a tool timeout as long as a submit, and
+    `required`, so that Codex starts the turn once the server is up (else its first requests offer no MCP tool)."""
+    server = mcp_stdio_server(workspace)
+    args = ", ".join(_toml_string(arg) for arg in server["args"])
+    env = ", ".join(f"{name} = {_toml_string(value)}" for name, value in server["env"].items())
+    return f"""
+[mcp_servers.{MCP_SERVER}]
+command = {_toml_string(server["command"])}
+args = [{args}]
+env = {{ {env} }}
+required = true
+startup_timeout_sec = 60
+tool_timeout_sec = {MCP_TOOL_TIMEOUT_S}
+"""
+
+
+def claude_mcp_config(workspace: Path, home: Path) -> Path:
+    """The --mcp-config file of Claude Code (in the agent's home): the server as a stdio server."""
+    path = home / ".epg-mcp.json"
+    path.write_text(json.dumps({"mcpServers": {MCP_SERVER: {"type": "stdio", **mcp_stdio_server(workspace)}}}, indent=2))
+    return path
+
+
+def gemini_mcp_settings(workspace: Path) -> dict[str, Any]:
+    """settings.json's `mcpServers` of Gemini CLI and Qwen Code: the server, trusted (no confirmation), with a tool
+    timeout (milliseconds) as long as a submit."""
+    return {"mcpServers": {MCP_SERVER: {**mcp_stdio_server(workspace), "trust": True, "timeout": MCP_TOOL_TIMEOUT_S * 1000}}}
+
+
+def codex_command(model: str, effort: str, port: int, home: Path, mcp_workspace: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """Codex exec with its JSON events; with mcp_workspace, the MCP server in config.toml and MCP_PROMPT."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(f"""\
@@ -79,13 +139,16 @@ enabled = false
 plugins = false
 remote_plugin = false
 enable_request_compression = false
-""")
+""" + (codex_mcp_table(mcp_workspace) if mcp_workspace else ""))
     argv = ["codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
-            "-m", model, "-c", f"model_reasoning_effort={effort}", PROMPT]
+            "-m", model, "-c", f"model_reasoning_effort={effort}", MCP_PROMPT if mcp_workspace else PROMPT]
     return argv, {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": PLACEHOLDER_KEY}
 
 
-def claude_command(model: str, effort: str | None, port: int) -> tuple[list[str], dict[str, str]]:
+def claude_command(model: str, effort: str | None, port: int, home: Path | None = None,
+                   mcp_workspace: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """Claude Code headless with its JSON stream, every tool allowed; with mcp_workspace, the MCP server (--mcp-config
+    in home, no other MCP configuration read) and MCP_PROMPT."""
     environment = {
         "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
         "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
@@ -97,7 +160,14 @@ def claude_command(model: str, effort: str | None, port: int) -> tuple[list[str]
     }
     if effort:
         environment["MAX_THINKING_TOKENS"] = CLAUDE_EFFORT_TOKENS[effort]
-    argv = ["claude", "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", model]
+    argv = ["claude", "-p", MCP_PROMPT if mcp_workspace else PROMPT, "--output-format", "stream-json", "--verbose",
+            "--dangerously-skip-permissions", "--model", model]
+    if mcp_workspace is not None:
+        config = claude_mcp_config(mcp_workspace, home or Path(os.environ.get("HOME", "/tmp")))
+        argv += ["--mcp-config", str(config), "--strict-mcp-config"]
+        environment["MCP_TOOL_TIMEOUT"] = str(MCP_TOOL_TIMEOUT_S * 1000)
+        # Otherwise Claude Code offers MCP tools only through its ToolSearch tool, deferred: the four are offered as they are.
+        environment["ENABLE_TOOL_SEARCH"] = "false"
     return argv, environment
 
 
@@ -117,27 +187,33 @@ def _write_settings(directory: Path, settings: dict[str, Any]) -> None:
     (directory / "settings.json").write_text(json.dumps(settings, indent=2))
 
 
-def gemini_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
-    """Gemini CLI headless (-p) with its JSON event stream, every tool approved, the API key against the bridge."""
+def gemini_command(model: str, port: int, home: Path, mcp_workspace: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """Gemini CLI headless (-p) with its JSON event stream, every tool approved, the API key against the bridge; with
+    mcp_workspace, the MCP server in settings.json and MCP_PROMPT."""
     _write_settings(home / ".gemini", {
         **_QUIET_SETTINGS,
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        **(gemini_mcp_settings(mcp_workspace) if mcp_workspace else {}),
     })
     environment = {
         "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
         "GEMINI_API_KEY": PLACEHOLDER_KEY,
         "GEMINI_SANDBOX": "false",
     }
-    argv = ["gemini", "-p", PROMPT, "--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust", "-m", model]
+    argv = ["gemini", "-p", MCP_PROMPT if mcp_workspace else PROMPT, "--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust", "-m", model]
     return argv, environment
 
 
-def qwen_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
-    """Qwen Code headless with its JSON event stream, every tool approved, an OpenAI-compatible provider at the bridge."""
+def qwen_command(model: str, port: int, home: Path, mcp_workspace: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """Qwen Code headless with its JSON event stream, every tool approved, an OpenAI-compatible provider at the bridge;
+    with mcp_workspace, the MCP server in settings.json and MCP_PROMPT."""
     _write_settings(home / ".qwen", {
         **_QUIET_SETTINGS,
         "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
         "model": {"name": model},
+        **(gemini_mcp_settings(mcp_workspace) if mcp_workspace else {}),
+        # Qwen Code offers MCP tools only through its tool_search bridge, deferred, unless they are named visible.
+        **({"tools": {"visible": [f"mcp__{MCP_SERVER}__{tool}" for tool in MCP_TOOLS]}} if mcp_workspace else {}),
     })
     environment = {
         "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
@@ -145,7 +221,7 @@ def qwen_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str
         "OPENAI_MODEL": model,
         "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",  # the container is the sandbox
     }
-    argv = ["qwen", "--output-format", "stream-json", "--approval-mode", "yolo", "--auth-type", "openai", "-m", model, PROMPT]
+    argv = ["qwen", "--output-format", "stream-json", "--approval-mode", "yolo", "--auth-type", "openai", "-m", model, MCP_PROMPT if mcp_workspace else PROMPT]
     return argv, environment
 
 
@@ -166,14 +242,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     home = Path(os.environ.get("HOME", "/tmp"))
     link_skills(args.cli, home, Path(os.environ["EPG_SKILLS"]) if os.environ.get("EPG_SKILLS") else None)
+    mcp = args.workspace if args.cli in MCP_KINDS else None
     if args.cli == "codex":
-        command, extra = codex_command(args.model, args.effort or "medium", args.port, home)
+        command, extra = codex_command(args.model, args.effort or "medium", args.port, home, mcp)
     elif args.cli == "gemini":
-        command, extra = gemini_command(args.model, args.port, home)
+        command, extra = gemini_command(args.model, args.port, home, mcp)
     elif args.cli == "qwen-code":
-        command, extra = qwen_command(args.model, args.port, home)
+        command, extra = qwen_command(args.model, args.port, home, mcp)
     else:
-        command, extra = claude_command(args.model, args.effort or None, args.port)
+        command, extra = claude_command(args.model, args.effort or None, args.port, home, mcp)
     completed = subprocess.run(command, cwd=args.workspace, env={**os.environ, **extra}, stdin=subprocess.DEVNULL)
     return completed.returncode
 

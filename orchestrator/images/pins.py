@@ -12,6 +12,8 @@ from functools import cache
 from pathlib import Path
 
 SDK_LAYER_LOCK = Path(__file__).resolve().parent / "sdk-layer.lock"
+# The MCP server of the agent image (the `mcp` SDK and what it needs beyond agent-base's pins of the SDK layer).
+AGENT_MCP_LOCK = Path(__file__).resolve().parent / "agent-mcp.lock"
 # What the environment runner imports: an environment package's lock must pin these at the layer's versions.
 RUNNER_NAMES = ("grpcio", "numpy", "protobuf", "typing-extensions")
 # What the policy runtime imports (its image holds no grpcio and no gymnasium).
@@ -64,6 +66,14 @@ def sdk_layer_versions() -> dict[str, str]:
 def sdk_layer_pins() -> tuple[str, ...]:
     """Every pin of sdk-layer.lock as `name==version`, sorted by name: what the env-sdk image installs."""
     return tuple(f"{name}=={version}" for name, version in sorted(sdk_layer_versions().items()))
+
+
+@cache
+def agent_mcp_pins() -> tuple[str, ...]:
+    """Every pin of agent-mcp.lock as `name==version`, sorted by normalised name: what agent-base installs for its MCP
+    server beside pins_of(*AGENT_NAMES). Raises LockError for a malformed lock."""
+    pins = parse_lock(AGENT_MCP_LOCK.read_text(), str(AGENT_MCP_LOCK))
+    return tuple(sorted(pins, key=lambda pin: normalise(pin.partition("==")[0])))
 
 
 def pins_of(*names: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from orchestrator.images.pins import (
     POLICY_NAMES,
     RUNNER_NAMES,
     LockError,
+    agent_mcp_pins,
     normalise,
     parse_lock,
     pins_of,
@@ -75,6 +76,7 @@ AGENT_FILES = (
     "orchestrator/hostclient/cli.py",
     "orchestrator/hostclient/evopolicygym_session.py",
     "orchestrator/hostclient/feedback_view.py",
+    "orchestrator/hostclient/mcp_server.py",
     "orchestrator/hostclient/relay_bridge.py",
     "orchestrator/agents/__init__.py",
     "orchestrator/agents/scripted.py",
@@ -232,14 +234,17 @@ def sdk_layer_recipe(python: str = DEFAULT_PYTHON) -> ImageRecipe:
 
 
 def agent_base_recipe() -> ImageRecipe:
-    """Python, NumPy, the Host API client, `epg-session` and the built-in agents: no Benchmark, no simulator."""
+    """Python, NumPy, the Host API client, `epg-session`, its MCP server `epg-session-mcp` (the `mcp` SDK, pinned in
+    agent-mcp.lock) and the built-in agents: no Benchmark, no simulator."""
     return ImageRecipe(
         name=AGENT_BASE,
         dockerfile=IMAGES / "agent-base" / "Dockerfile",
-        build_args={"SMOKE": "numpy, orchestrator.hostclient.cli, orchestrator.hostclient.evopolicygym_session, orchestrator.agents.hill_climb"},
+        build_args={"SMOKE": "numpy, orchestrator.hostclient.cli, orchestrator.hostclient.evopolicygym_session, "
+                             "orchestrator.hostclient.mcp_server, orchestrator.agents.hill_climb"},
         context_files={"epg-session": IMAGES / "agent-base" / "epg-session",
-                       "evopolicygym-session": IMAGES / "agent-base" / "evopolicygym-session"},
-        requirements=pins_of(*AGENT_NAMES),
+                       "evopolicygym-session": IMAGES / "agent-base" / "evopolicygym-session",
+                       "epg-session-mcp": IMAGES / "agent-base" / "epg-session-mcp"},
+        requirements=pins_of(*AGENT_NAMES) + agent_mcp_pins(),
         files=_project_files(AGENT_FILES),
     )
 

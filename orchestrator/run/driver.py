@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from epg_sdk.runtime.episode_loop import EpisodeLimits
+from orchestrator.agents.cli_agent import MCP_KINDS
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.kubernetes.manifests import ClusterTarget
 from orchestrator.backends.labels import LabelSet, sandbox_labels
@@ -270,7 +271,8 @@ class RunDriver:
                 self._skills = agent_container.prepare_skills(self._spec, options.spec_dir, records)
                 instructions = render_instructions(benchmark, state.budget,
                                                    all_completed_are_candidates=self._spec.validation.candidates == "all_completed",
-                                                   skills=[skill.name for skill in self._skills])
+                                                   skills=[skill.name for skill in self._skills],
+                                                   mcp_tools=self._spec.agent.kind in MCP_KINDS)
                 write_bytes(records.task, instructions.encode(), mode=PUBLIC_FILE)
                 write_bytes(records.workspace / "TASK.md", instructions.encode(), mode=PUBLIC_FILE)
                 host = RunHost(records=records, sandbox=sandbox, benchmark=benchmark, state=state, episode_pool=episode_pool,

@@ -21,7 +21,7 @@ ALL_COMPLETED_CANDIDATES = (
 
 
 def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_completed_are_candidates: bool = False,
-                        skills: list[str] | None = None) -> str:
+                        skills: list[str] | None = None, mcp_tools: bool = False) -> str:
     """Return the Markdown instructions of a Run: rules, budget, selector grammar, public spec, README.
 
     Of the Benchmark's README only the agent's part reaches the instructions (the blocks between
@@ -31,6 +31,8 @@ def render_instructions(benchmark: BenchmarkInfo, budget: Budget, *, all_complet
     all_completed_are_candidates: the Run validates every completed Submission (the spec's
     validation.candidates: all_completed) rather than the candidates the agent names.
     skills: the names of the Run's agent skills (`agent.skills`), listed with where they are mounted.
+    mcp_tools: the agent's CLI has the Host API's MCP server (`orchestrator.hostclient.mcp_server`): the tools are
+    described, and `epg-session` named as their shell equivalent.
     Raises epg_sdk.readme.ReadmeMarkerError for a README whose agent markers are malformed.
     """
     readme = agent_section(benchmark.readme).strip()
@@ -76,14 +78,7 @@ Reusing an index replays the same hidden Episode (a paired comparison) but
 still costs an Episode. A rejected request (bad selector, invalid Program,
 budget exceeded) costs nothing. {finish_rule}
 
-## Commands (`epg-session`, prints JSON)
-
-- `epg-session status`: budget left, pool size, your Submissions and their scores.
-- `epg-session submit --episodes SELECTOR`: evaluate `program/` as it is now.
-  SELECTOR is a comma-separated list of indices and half-open ranges, strictly
-  increasing: `0:8,12,20:24` means 0 to 7, 12, and 20 to 23.
-- `epg-session finish ID [ID...]`: hand back candidate Submission ids (best first) and end your turn.
-
+{_MCP_TOOLS if mcp_tools else _COMMANDS}
 ## Feedback
 
 Each Submission's Feedback is published read-only in
@@ -105,6 +100,30 @@ Use `analysis/` for your own notes and scripts.
 ## The benchmark's README
 
 {readme or "(none)"}
+"""
+
+
+_COMMANDS = """## Commands (`epg-session`, prints JSON)
+
+- `epg-session status`: budget left, pool size, your Submissions and their scores.
+- `epg-session submit --episodes SELECTOR`: evaluate `program/` as it is now.
+  SELECTOR is a comma-separated list of indices and half-open ranges, strictly
+  increasing: `0:8,12,20:24` means 0 to 7, 12, and 20 to 23.
+- `epg-session finish ID [ID...]`: hand back candidate Submission ids (best first) and end your turn.
+"""
+_MCP_TOOLS = """## Tools (the MCP server `epg`)
+
+- `status`: budget left, pool size, your Submissions and their scores.
+- `submit` with `episodes` (a SELECTOR) or `count` (N, the same as `0:N`): evaluate
+  `program/` as it is now; returns the receipt (Submission id, score, what is left).
+  SELECTOR is a comma-separated list of indices and half-open ranges, strictly
+  increasing: `0:8,12,20:24` means 0 to 7, 12, and 20 to 23.
+- `feedback` with `submission_id`: that Submission's Feedback (below).
+- `finish` with `ids`: hand back candidate Submission ids (best first) and end your turn.
+
+A refused call is a tool error `{"error": {"code": ..., "message": ...}}`. The shell
+command `epg-session` does the same: `epg-session status`, `epg-session submit
+--episodes SELECTOR`, `epg-session finish ID [ID...]` (it prints JSON).
 """
 
 

@@ -60,15 +60,21 @@ json.dump({"score": feedback["score"], "program_digest": feedback["program_diges
 print("feedback score:", json.dumps(feedback["score"]))
 EOF'''
 
+# The Submission, a malformed submit, a read of its Feedback and the finish are calls of the Host API's MCP tools (the fake provider finds
+# each tool under the name the CLI gives it); a CLI without the MCP server runs the same through `epg-session`.
+# The malformed selector fits the tool's schema (a string), so the call reaches the Host, which refuses it with its code.
+MALFORMED_SELECTOR, MALFORMED_CODE = "4:2", "invalid_selector"
 TURNS = [
     {"shell": "head -3 TASK.md && epg-session status", "text": "Reading the task."},
     {"shell": f"printf '%s' '{GOOD_PARAMS}' > program/params.json"},
-    {"shell": "epg-session submit --episodes 0:4"},
+    {"mcp": "submit", "args": {"episodes": "0:4"}, "shell": "epg-session submit --episodes 0:4"},
+    {"mcp": "submit", "args": {"episodes": MALFORMED_SELECTOR}, "shell": f"epg-session submit --episodes {MALFORMED_SELECTOR}"},
     {"shell": FEEDBACK_READER},
+    {"mcp": "feedback", "args": {"submission_id": "s0001"}, "shell": "cat feedback/s0001/feedback.json"},
     {"shell": SECRET_PROBE},
     {"shell": AWAIT_SECRET_PROBE},
     {"shell": REFUSAL_PROBE},
-    {"shell": "epg-session finish s0001"},
+    {"mcp": "finish", "args": {"ids": ["s0001"]}, "shell": "epg-session finish s0001"},
     {"text": "Submitted and finished."},
 ]
 
@@ -183,3 +189,41 @@ def assert_finished_through_the_relay(manifest: dict, run_dir: Path, provider_lo
     assert [e["seq"] for e in exchanges] == list(range(1, len(exchanges) + 1))
     assert manifest["relay"]["requests"] == len(forwarded) and manifest["relay"]["refused"] == 2
     assert SECRET not in (run_dir / "relay" / "exchanges.1.jsonl").read_text()
+
+
+def assert_submitted_and_finished_through_mcp(run_dir: Path, provider_log: Path) -> None:
+    """The Submission, the malformed submit, the Feedback read and the finish were calls of the MCP server's tools: the
+    model's answers the relay forwarded call them by the CLI's names for them, the tool results the CLI sent back carry
+    the receipt, the Host's typed error, the Feedback and the finish; the Host recorded that one Submission, of those
+    Episodes, and the finish."""
+    provided = [json.loads(line) for line in provider_log.read_text().splitlines()]
+    requests = sorted((p for p in provided if p["dir"] == "request"), key=lambda p: p["seq"])
+    exchanges = [json.loads(line) for line in (run_dir / "relay" / "exchanges.1.jsonl").read_text().splitlines()]
+    relayed = dict(zip((p["seq"] for p in requests), (e for e in exchanges if not e["refused"]), strict=False))
+    calls = [(p["seq"], p["note"].split(" mcp ", 1)[1]) for p in provided if p["dir"] == "response" and " mcp " in p.get("note", "")]
+    played = {p["note"].split(" mcp ", 1)[0]: p["note"].split(" mcp ", 1)[1] for p in provided  # by turn: a retry plays it again
+              if p["dir"] == "response" and " mcp " in p.get("note", "")}
+    names = [played[turn] for turn in sorted(played, key=lambda turn: int(turn.split()[1]))]
+    assert all("epg" in name for name in names), calls
+    assert [name.rsplit("_", 1)[-1].rsplit(".", 1)[-1] for name in names] == ["submit", "submit", "feedback", "finish"], calls
+    # The relay's transcript holds each call as the model made it: the tool's name (Codex's: namespace and name) and
+    # the selector.
+    for seq, name in calls:
+        assert all(f'"{part}"' in relayed[seq]["response"].replace('\\"', '"') for part in name.split(".")), relayed[seq]["response"][:2000]
+    submits = [seq for seq, name in calls if name.endswith("submit")]
+    assert any("0:4" in relayed[seq]["response"] for seq in submits)
+    assert any(MALFORMED_SELECTOR in relayed[seq]["response"] for seq in submits)
+
+    # What came back to the model as tool results: the receipt, the typed error, the finish.
+    sent_back = [o for p in requests if isinstance(p["body"], dict) for o in tool_outputs(p["body"])]
+    assert any("submission_id" in o and "s0001" in o for o in sent_back), sent_back
+    refusals = [o for o in sent_back if MALFORMED_CODE in o]
+    assert refusals and all('error' in o and "code" in o for o in refusals), sent_back
+    assert any("candidates" in o and "s0001" in o for o in sent_back), sent_back
+    digest = json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())["feedback"]["program_digest"]
+    assert any(re.search(r'episodes\\?"\s*:\s*\[', o) and digest in o for o in sent_back), sent_back  # the Feedback
+
+    # The Host's records: one Submission, of the selector the tool sent, and the finish naming it.
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [(e["id"], e["indices"]) for e in events if e["type"] == "submission_admitted"] == [("s0001", [0, 1, 2, 3])]
+    assert [e["candidates"] for e in events if e["type"] == "finished"] == [["s0001"]]

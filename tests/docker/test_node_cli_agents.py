@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_runs import SECRET, assert_finished_through_the_relay, fake_provider, run_cli_agent
+from cli_runs import SECRET, assert_finished_through_the_relay, assert_submitted_and_finished_through_mcp, fake_provider, run_cli_agent
 
 from orchestrator.agents.cli_agent import PLACEHOLDER_KEY
 
@@ -19,6 +19,7 @@ def test_node_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, 
     with fake_provider(tmp_path) as (upstream, provider_log):
         manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)
     assert_finished_through_the_relay(manifest, run_dir, provider_log)
+    assert_submitted_and_finished_through_mcp(run_dir, provider_log)
 
     # The CLI's JSON event stream is kept: every line of the agent's stdout is a JSON event.
     lines = [line for line in (run_dir / "agent" / "stdout.log").read_text().splitlines() if line.strip()]

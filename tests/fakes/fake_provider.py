@@ -23,8 +23,15 @@ The conversation follows a SCRIPT, a JSON file of the form::
         {"text": "All done."}
     ]}
 
-Each turn is either a shell command (emitted as the CLI's own shell tool call)
-or a final text answer.  The turn to play is derived from the request itself:
+Each turn is either a shell command (emitted as the CLI's own shell tool call),
+a call of a tool of the Host API's MCP server, or a final text answer::
+
+        {"mcp": "submit", "args": {"episodes": "0:4"}, "shell": "epg-session submit --episodes 0:4"}
+
+An "mcp" turn calls the tool of that name that the CLI offers for the MCP
+server ``epg`` (each CLI names it its own way: ``mcp__epg__submit``,
+``mcp_epg_submit``, or plain ``submit``) with "args" as given; a CLI that
+offers no such tool plays the turn's "shell" command instead, when it has one.  The turn to play is derived from the request itself:
 it is the number of tool results for calls *this server issued* that the
 request carries.  So a CLI that retries a request gets the same answer again,
 and each request that carries the previous tool result advances by one turn.
@@ -83,6 +90,49 @@ GEMINI_CALL_PREFIX = "gcall_fake_"
 CODEX_SHELL_TOOLS = ("exec_command", "shell_command", "shell")
 CLAUDE_SHELL_TOOL = "Bash"
 GEMINI_SHELL_TOOLS = ("run_shell_command", "shell")
+MCP_SERVER = "epg"
+MCP_TOOLS = ("status", "submit", "feedback", "finish")
+
+
+def declared_tools(body: dict) -> dict[str, dict]:
+    """Every tool a request offers, by name, in any of the four APIs' shapes (Gemini's functionDeclarations, Chat
+    Completions' {"function": ...}, a plain named tool, or a Responses namespace's "tools": Codex offers an MCP
+    server's tools so, in the namespace mcp__SERVER; those are named NAMESPACE__TOOL here and their declaration
+    copies carry "namespace", which the call must name)."""
+    declared: dict[str, dict] = {}
+
+    def add(items, namespace: str = "") -> None:
+        for item in items or []:
+            if not isinstance(item, dict):
+                continue
+            if "functionDeclarations" in item:
+                add(item["functionDeclarations"])
+            elif isinstance(item.get("function"), dict):
+                declared.setdefault(item["function"].get("name"), item["function"])
+            elif item.get("type") == "namespace" and isinstance(item.get("tools"), list):
+                add(item["tools"], str(item.get("name") or ""))
+            elif item.get("name") and namespace:
+                declared.setdefault(f"{namespace.rstrip('_')}__{item['name']}", dict(item, namespace=namespace))
+            elif item.get("name"):
+                declared.setdefault(item["name"], item)
+
+    add(body.get("tools"))
+    return declared
+
+
+def is_mcp_tool(name: str, tool: str) -> bool:
+    """Whether a CLI's tool name is the MCP server's tool `tool` (mcp__epg__submit, mcp_epg_submit, epg__submit, submit)."""
+    return name == tool or (name.endswith("_" + tool) and MCP_SERVER in name.removesuffix(tool).strip("_").split("_"))
+
+
+def mcp_call(turn: dict | None, body: dict) -> tuple[dict, dict] | None:
+    """(the offered tool's declaration, its arguments) of an "mcp" turn, or None (no such turn, or no such tool)."""
+    if not turn or "mcp" not in turn:
+        return None
+    for name, declaration in declared_tools(body).items():
+        if name and is_mcp_tool(name, turn["mcp"]):
+            return declaration, turn.get("args") or {}
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -90,12 +140,13 @@ GEMINI_SHELL_TOOLS = ("run_shell_command", "shell")
 # --------------------------------------------------------------------------
 
 class Script:
-    """A list of turns: {"shell": CMD[, "text": PREAMBLE]} or {"text": TEXT}."""
+    """A list of turns: {"shell": CMD[, "text": PREAMBLE]}, {"mcp": TOOL, "args": {...}[, "shell": CMD][, "text": ...]}
+    or {"text": TEXT}."""
 
     def __init__(self, turns: list[dict]):
         for i, t in enumerate(turns):
-            if not isinstance(t, dict) or not ("shell" in t or "text" in t):
-                raise ValueError(f"turn {i}: need a 'shell' or 'text' key: {t!r}")
+            if not isinstance(t, dict) or not ("shell" in t or "text" in t or "mcp" in t):
+                raise ValueError(f"turn {i}: need a 'shell', 'mcp' or 'text' key: {t!r}")
         self.turns = turns
 
     @classmethod
@@ -109,7 +160,7 @@ class Script:
     def turn(self, index: int) -> dict:
         if index < len(self.turns):
             return self.turns[index]
-        texts = [t for t in self.turns if "shell" not in t]
+        texts = [t for t in self.turns if "shell" not in t and "mcp" not in t]
         return texts[-1] if texts else {"text": "Done."}
 
 
@@ -197,7 +248,7 @@ def responses_turn_index(body: dict) -> int:
 
 
 def responses_events(body: dict, turn: dict | None, shell_tool: dict | None,
-                     resp_id: str, turn_index: int) -> list[dict]:
+                     resp_id: str, turn_index: int, mcp: tuple[dict, dict] | None = None) -> list[dict]:
     """Return the SSE events (dicts with a "type") for one streamed response."""
     model = body.get("model", "fake-model")
     created = int(time.time())
@@ -235,27 +286,32 @@ def responses_events(body: dict, turn: dict | None, shell_tool: dict | None,
                        "item": item})
         outputs.append(item)
 
-    def add_call(name: str, args: dict) -> None:
+    def add_call(name: str, args: dict, namespace: str | None = None) -> None:
         idx = len(outputs)
         item_id = f"fc_fake_{turn_index}_{idx}"
         call_id = f"{OPENAI_CALL_PREFIX}{turn_index}"
         arguments = json.dumps(args)
+        named = {"name": name, **({"namespace": namespace} if namespace else {})}
         events.append({"type": "response.output_item.added", "output_index": idx,
                        "item": {"type": "function_call", "id": item_id, "call_id": call_id,
-                                "name": name, "arguments": "", "status": "in_progress"}})
+                                **named, "arguments": "", "status": "in_progress"}})
         for piece in _chunks(arguments):
             events.append({"type": "response.function_call_arguments.delta",
                            "item_id": item_id, "output_index": idx, "delta": piece})
         events.append({"type": "response.function_call_arguments.done",
                        "item_id": item_id, "output_index": idx, "arguments": arguments})
         item = {"type": "function_call", "id": item_id, "call_id": call_id,
-                "name": name, "arguments": arguments, "status": "completed"}
+                **named, "arguments": arguments, "status": "completed"}
         events.append({"type": "response.output_item.done", "output_index": idx,
                        "item": item})
         outputs.append(item)
 
     if turn is None:                       # auxiliary request
         add_message("OK")
+    elif mcp is not None:
+        if turn.get("text"):
+            add_message(turn["text"])
+        add_call(mcp[0]["name"], mcp[1], mcp[0].get("namespace"))
     elif "shell" in turn and shell_tool is not None:
         if turn.get("text"):
             add_message(turn["text"])
@@ -300,10 +356,14 @@ def messages_turn_index(body: dict) -> int:
 
 
 def messages_content(turn: dict | None, shell_tool: dict | None,
-                     turn_index: int) -> tuple[list[dict], str]:
+                     turn_index: int, mcp: tuple[dict, dict] | None = None) -> tuple[list[dict], str]:
     """Return (content blocks, stop_reason) for one assistant message."""
     if turn is None:
         return [{"type": "text", "text": "OK"}], "end_turn"
+    if mcp is not None:
+        blocks = [{"type": "text", "text": turn["text"]}] if turn.get("text") else []
+        blocks.append({"type": "tool_use", "id": f"{ANTHROPIC_CALL_PREFIX}{turn_index}", "name": mcp[0]["name"], "input": mcp[1]})
+        return blocks, "tool_use"
     if "shell" in turn and shell_tool is not None:
         blocks = []
         if turn.get("text"):
@@ -374,14 +434,20 @@ def gemini_turn_index(body: dict) -> int:
             if not isinstance(response, dict):
                 continue
             call_id = str(response.get("id") or "")
-            if call_id.startswith(GEMINI_CALL_PREFIX) or (not call_id and response.get("name") in GEMINI_SHELL_TOOLS):
+            name = str(response.get("name"))
+            named = name in GEMINI_SHELL_TOOLS or any(is_mcp_tool(name, tool) for tool in MCP_TOOLS)
+            if call_id.startswith(GEMINI_CALL_PREFIX) or (not call_id and named):
                 n += 1
     return n
 
 
-def gemini_parts(turn: dict | None, shell_tool: dict | None, turn_index: int, json_mode: bool) -> list[dict]:
+def gemini_parts(turn: dict | None, shell_tool: dict | None, turn_index: int, json_mode: bool,
+                 mcp: tuple[dict, dict] | None = None) -> list[dict]:
     if turn is None:  # auxiliary: a JSON answer where the request asks for JSON
         return [{"text": "{}" if json_mode else "OK"}]
+    if mcp is not None:
+        parts = [{"text": turn["text"]}] if turn.get("text") else []
+        return parts + [{"functionCall": {"id": f"{GEMINI_CALL_PREFIX}{turn_index}", "name": mcp[0]["name"], "args": mcp[1]}}]
     if "shell" in turn and shell_tool is not None:
         parts = [{"text": turn["text"]}] if turn.get("text") else []
         schema = shell_tool.get("parametersJsonSchema") or shell_tool.get("parameters") or {}
@@ -424,7 +490,8 @@ def chat_turn_index(body: dict) -> int:
                and str(message.get("tool_call_id", "")).startswith(OPENAI_CALL_PREFIX))
 
 
-def chat_chunks(body: dict, turn: dict | None, shell_tool: dict | None, completion_id: str, turn_index: int) -> list[dict]:
+def chat_chunks(body: dict, turn: dict | None, shell_tool: dict | None, completion_id: str, turn_index: int,
+                mcp: tuple[dict, dict] | None = None) -> list[dict]:
     """The chat.completion.chunk events of one answer; the last carries the usage (choices empty)."""
     base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": body.get("model", "fake-model")}
@@ -435,13 +502,15 @@ def chat_chunks(body: dict, turn: dict | None, shell_tool: dict | None, completi
     chunks = [chunk({"role": "assistant", "content": ""})]
     if turn is None:
         text, call = "OK", None
+    elif mcp is not None:
+        text, call = turn.get("text") or "", mcp[0]
     elif "shell" in turn and shell_tool is not None:
         text, call = turn.get("text") or "", shell_tool
     else:
         text, call = turn.get("text") or f"(no shell tool offered for: {turn.get('shell')})", None
     chunks += [chunk({"content": piece}) for piece in (_chunks(text) if text else [])]
     if call is not None:
-        arguments = json.dumps(_command_args(call.get("parameters") or {}, turn))
+        arguments = json.dumps(mcp[1] if mcp is not None else _command_args(call.get("parameters") or {}, turn))
         chunks.append(chunk({"tool_calls": [{"index": 0, "id": f"{OPENAI_CALL_PREFIX}{turn_index}", "type": "function",
                                              "function": {"name": call["name"], "arguments": ""}}]}))
         chunks += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in _chunks(arguments)]
@@ -623,13 +692,17 @@ class Handler(BaseHTTPRequestHandler):
         if tool is None:
             return None, -1, "aux"
         index = turn_index(body)
-        return self.script.turn(index), index, f"turn {index}"
+        turn = self.script.turn(index)
+        offered = mcp_call(turn, body)
+        qualified = offered and (f"{offered[0]['namespace']}.{offered[0]['name']}" if offered[0].get("namespace") else offered[0]["name"])
+        return turn, index, f"turn {index}" + (f" mcp {qualified}" if offered else "")
 
     def _responses(self, body: dict) -> None:
         tool = responses_find_shell_tool(body)
         turn, index, note = self._play(tool, responses_turn_index, body)
         resp_id = f"resp_fake_{self._seq}"
-        events = responses_events(body, turn, tool, resp_id, max(index, 0))
+        mcp = mcp_call(turn, body)
+        events = responses_events(body, turn, tool, resp_id, max(index, 0), mcp)
         if body.get("stream", False):
             self._send_sse(events, named=True, note=note)
         else:
@@ -647,7 +720,7 @@ class Handler(BaseHTTPRequestHandler):
         turn, index, note = self._play(tool, gemini_turn_index, body)
         config = body.get("generationConfig") or {}
         json_mode = config.get("responseMimeType") == "application/json"
-        chunks = gemini_chunks(body, gemini_parts(turn, tool, max(index, 0), json_mode), model)
+        chunks = gemini_chunks(body, gemini_parts(turn, tool, max(index, 0), json_mode, mcp_call(turn, body)), model)
         if method == "streamGenerateContent":
             self._send_sse(chunks, named=False, note=note)
             return
@@ -661,7 +734,7 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self, body: dict) -> None:
         tool = chat_find_shell_tool(body)
         turn, index, note = self._play(tool, chat_turn_index, body)
-        chunks = chat_chunks(body, turn, tool, f"chatcmpl_fake_{self._seq}", max(index, 0))
+        chunks = chat_chunks(body, turn, tool, f"chatcmpl_fake_{self._seq}", max(index, 0), mcp_call(turn, body))
         if body.get("stream", False):
             self._send_sse(chunks, named=False, note=note, done=True)
         else:
@@ -670,7 +743,7 @@ class Handler(BaseHTTPRequestHandler):
     def _messages(self, body: dict) -> None:
         tool = messages_find_shell_tool(body)
         turn, index, note = self._play(tool, messages_turn_index, body)
-        content, stop = messages_content(turn, tool, max(index, 0))
+        content, stop = messages_content(turn, tool, max(index, 0), mcp_call(turn, body))
         message = {
             "id": f"msg_fake_{self._seq}", "type": "message", "role": "assistant",
             "model": body.get("model", "fake-model"), "content": content,

@@ -15,6 +15,7 @@ from orchestrator.images.pins import (
     RUNNER_NAMES,
     SDK_LAYER_LOCK,
     LockError,
+    agent_mcp_pins,
     normalise,
     parse_lock,
     pins_of,
@@ -86,7 +87,7 @@ def test_make_setup_installs_the_venv_with_the_lock_as_constraints():
 def test_the_images_take_their_pins_from_the_lock():
     versions = sdk_layer_versions()
     assert policy_runtime_recipe().requirements == tuple(f"{name}=={versions[name]}" for name in sorted(POLICY_NAMES))
-    assert agent_base_recipe().requirements == tuple(f"{name}=={versions[name]}" for name in sorted(RUNNER_NAMES))
+    assert agent_base_recipe().requirements == tuple(f"{name}=={versions[name]}" for name in sorted(RUNNER_NAMES)) + agent_mcp_pins()
     assert sdk_layer_recipe().requirements == sdk_layer_pins() == tuple(f"{n}=={v}" for n, v in sorted(versions.items()))
 
 
@@ -99,6 +100,25 @@ def test_the_lock_pins_everything_its_packages_need():
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 assert normalise(requirement.name) in versions, f"{name} needs {requirement.name}, which the lock does not pin"
                 assert requirement.specifier.contains(versions[normalise(requirement.name)]), f"{name} needs {requirement}"
+
+
+def test_the_agent_mcp_lock_and_agent_bases_layer_pins_hold_everything_mcp_needs():
+    """The closure of mcp from this venv, with the extras its requirements name (pyjwt[crypto]): pinned once, at this
+    venv's versions, with nothing of the SDK layer's pinned again at another version."""
+    layer = {normalise(pin.partition("==")[0]): pin.partition("==")[2] for pin in pins_of(*RUNNER_NAMES)}
+    own = {normalise(pin.partition("==")[0]): pin.partition("==")[2] for pin in agent_mcp_pins()}
+    assert "mcp" in own and not own.keys() & layer.keys()
+    versions = {**layer, **own}
+    for name, version in own.items():
+        assert metadata.version(name) == version, f"this venv has {name} {metadata.version(name)}, agent-mcp.lock {version}"
+        wanted = [Requirement(text) for text in metadata.requires(name) or []]
+        needed = [r for r in wanted if r.marker is None or r.marker.evaluate({"extra": "", "python_version": "3.11"})]
+        for requirement in needed:
+            needed += [extra_requirement for extra in requirement.extras for extra_requirement in map(Requirement, metadata.requires(requirement.name) or [])
+                       if extra_requirement.marker is not None and extra_requirement.marker.evaluate({"extra": extra, "python_version": "3.11"})]
+        for requirement in needed:
+            assert normalise(requirement.name) in versions, f"{name} needs {requirement.name}, which no lock of agent-base pins"
+            assert requirement.specifier.contains(versions[normalise(requirement.name)]), f"{name} needs {requirement}"
 
 
 def test_pins_of_names_a_distribution_the_lock_does_not_pin():
