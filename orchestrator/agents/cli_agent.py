@@ -1,5 +1,5 @@
-"""Runs a coding-agent CLI (Codex CLI, Claude Code, Gemini CLI, Qwen Code, opencode, Aider or mini-SWE-agent) unattended
-inside the agent container.
+"""Runs a coding-agent CLI (Codex CLI, Claude Code, Gemini CLI, Qwen Code, opencode, Aider, mini-SWE-agent or Cline)
+unattended inside the agent container.
 
 The container has no network: the CLI talks HTTP to a loopback bridge that
 pipes to the Host's model relay, which adds the real credential. The CLI's
@@ -38,8 +38,9 @@ SKILL_DIRS = {
     "opencode": (".config/opencode/skills",),
     "aider": (),  # Aider and mini-SWE-agent read no skills: the task text lists them
     "mini-swe-agent": (),
+    "cline": (),
 }
-CLIS = ("codex", "claude-code", "gemini", "qwen-code", "opencode", "aider", "mini-swe-agent")
+CLIS = ("codex", "claude-code", "gemini", "qwen-code", "opencode", "aider", "mini-swe-agent", "cline")
 
 
 def link_skills(cli: str, home: Path, mounted: Path | None) -> list[Path]:
@@ -227,6 +228,20 @@ def mini_swe_agent_command(model: str, port: int, home: Path) -> tuple[list[str]
     return argv, environment
 
 
+def cline_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    """Cline's CLI with its JSON messages and every tool approved (its default when given a prompt), on its
+    OpenAI-compatible provider at the bridge, configured as `cline auth` writes it."""
+    settings = home / ".cline" / "data" / "settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    provider = {"provider": "openai-compatible", "apiKey": PLACEHOLDER_KEY, "model": model,
+                "baseUrl": f"http://127.0.0.1:{port}/v1"}
+    (settings / "providers.json").write_text(json.dumps({
+        "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+        "providers": {"openai-compatible": {"settings": provider, "tokenSource": "manual"}},
+    }, indent=2))
+    return ["cline", "--json", "--auto-approve", "true", "-P", "openai-compatible", "-m", model, PROMPT], {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="epg-cli-agent")
     parser.add_argument("--cli", choices=CLIS, required=True)
@@ -253,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         command, extra, feed = aider_command(args.model, args.port, home)
     elif args.cli == "mini-swe-agent":
         command, extra = mini_swe_agent_command(args.model, args.port, home)
+    elif args.cli == "cline":
+        command, extra = cline_command(args.model, args.port, home)
     elif args.cli == "gemini":
         command, extra = gemini_command(args.model, args.port, home)
     elif args.cli == "qwen-code":

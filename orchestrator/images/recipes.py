@@ -246,6 +246,7 @@ def agent_base_recipe() -> ImageRecipe:
 
 CODEX_VERSION = "0.171.0"
 OPENCODE_VERSION = "1.18.33"
+CLINE_VERSION = "3.0.65"
 CLAUDE_CODE_VERSION = "2.1.332"
 AGENT_NODE = "agent-node"
 NODE_VERSION = "22.23.5"
@@ -289,12 +290,13 @@ def node_cli_recipes() -> list[ImageRecipe]:
 
 
 def cli_agent_recipes() -> list[ImageRecipe]:
-    """Agent images for the coding-agent CLIs: Codex and Claude Code (the agent-base image plus the pinned
-    native binary), and the Node.js CLIs on the shared agent-node image."""
+    """Agent images for the coding-agent CLIs: Codex, Claude Code, opencode and Cline (the agent-base image plus the
+    pinned native binary), the Node.js CLIs on the shared agent-node image and the Python CLIs on agent-base."""
     clis = (
         ("agent-codex", "codex", f"@openai/codex@{CODEX_VERSION}-linux-x64", "package/vendor/x86_64-unknown-linux-musl/bin/codex", CODEX_VERSION),
         ("agent-claude-code", "claude", f"@anthropic-ai/claude-code-linux-x64@{CLAUDE_CODE_VERSION}", "package/claude", CLAUDE_CODE_VERSION),
         ("agent-opencode", "opencode", f"opencode-linux-x64@{OPENCODE_VERSION}", "package/bin/opencode", OPENCODE_VERSION),
+        ("agent-cline", "cline", f"@cline/cli-linux-x64@{CLINE_VERSION}", "package/bin/cline", CLINE_VERSION),
     )
     return [
         ImageRecipe(

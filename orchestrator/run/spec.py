@@ -111,6 +111,11 @@ class MiniSweAgent(_Agent):
     model: str = Field(description="Model name mini-SWE-agent asks for from the OpenAI Chat Completions API (the relay).")
 
 
+class ClineAgent(_Agent):
+    kind: Literal["cline"]
+    model: str = Field(description="Model name Cline asks for from its OpenAI-compatible provider (the relay).")
+
+
 class RelaySpec(_Strict):
     """How the model relay reaches the provider. Unset fields take the agent kind's defaults (or the profile's, or the login's).
 
@@ -192,10 +197,10 @@ class RelaySpec(_Strict):
 
 
 _AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code", "gemini", "qwen-code", "opencode", "aider",
-                "mini-swe-agent"}
+                "mini-swe-agent", "cline"}
 AgentSpec = Annotated[
     Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent,
-          OpencodeAgent, AiderAgent, MiniSweAgent],
+          OpencodeAgent, AiderAgent, MiniSweAgent, ClineAgent],
     Field(discriminator="kind"),
 ]
 

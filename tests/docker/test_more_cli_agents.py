@@ -1,5 +1,5 @@
-"""opencode, Aider and mini-SWE-agent in their containers, each driven through a whole CartPole Run by the fake provider
-through the Host's model relay (all three speak OpenAI Chat Completions). One short Run per kind: read the task, write
+"""opencode, Aider, mini-SWE-agent and Cline in their containers, each driven through a whole CartPole Run by the fake provider
+through the Host's model relay (all four speak OpenAI Chat Completions). One short Run per kind: read the task, write
 the Program, submit, read the Feedback, look for the credential, finish."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def short_fake_provider(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         server.server_close()
 
 
-@pytest.mark.parametrize("kind", ["opencode", "aider", "mini-swe-agent"])
+@pytest.mark.parametrize("kind", ["opencode", "aider", "mini-swe-agent", "cline"])
 def test_new_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, tmp_path, scope, builder):
     with short_fake_provider(tmp_path) as (upstream, provider_log):
         manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)

@@ -85,8 +85,8 @@ GEMINI_CALL_PREFIX = "gcall_fake_"
 CODEX_SHELL_TOOLS = ("exec_command", "shell_command", "shell")
 CLAUDE_SHELL_TOOL = "Bash"
 GEMINI_SHELL_TOOLS = ("run_shell_command", "shell")
-# Chat Completions clients: Qwen Code (run_shell_command), opencode and mini-SWE-agent (bash).
-CHAT_SHELL_TOOLS = ("run_shell_command", "shell", "bash")
+# Chat Completions clients: Qwen Code (run_shell_command), opencode and mini-SWE-agent (bash), Cline (run_commands).
+CHAT_SHELL_TOOLS = ("run_shell_command", "shell", "bash", "run_commands")
 
 
 # --------------------------------------------------------------------------
@@ -355,6 +355,8 @@ def messages_events(message: dict) -> list[dict]:
 # --------------------------------------------------------------------------
 
 def _command_args(schema: dict, turn: dict) -> dict:
+    if (((schema or {}).get("properties") or {}).get("commands") or {}).get("type") == "array":  # Cline: a list of commands
+        return {"commands": [turn["shell"]]}
     args = {"command": turn["shell"]}
     if "description" in ((schema or {}).get("properties") or {}):
         args["description"] = turn.get("description") or "Run scripted command"

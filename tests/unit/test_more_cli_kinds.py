@@ -1,4 +1,4 @@
-"""The opencode, Aider and mini-SWE-agent agent kinds without a container: spec, relay defaults, invocation, config,
+"""The opencode, Aider, mini-SWE-agent and Cline agent kinds without a container: spec, relay defaults, invocation, config,
 images, and the fake provider's side of their protocols."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from orchestrator.agents.cli_agent import (
     PLACEHOLDER_KEY,
     SKILL_DIRS,
     aider_command,
+    cline_command,
     link_skills,
     mini_swe_agent_command,
     opencode_command,
@@ -22,9 +23,9 @@ from orchestrator.images.pins import parse_lock
 from orchestrator.images.recipes import AGENT_BASE, IMAGES, cli_agent_recipes
 from orchestrator.run.agent_container import agent_command
 from orchestrator.run.relay_setup import AGENT_IMAGES, RelayConfigError, relay_policy
-from orchestrator.run.spec import AiderAgent, MiniSweAgent, OpencodeAgent, RunSpec
+from orchestrator.run.spec import AiderAgent, ClineAgent, MiniSweAgent, OpencodeAgent, RunSpec
 
-KINDS = [("opencode", OpencodeAgent), ("aider", AiderAgent), ("mini-swe-agent", MiniSweAgent)]
+KINDS = [("opencode", OpencodeAgent), ("aider", AiderAgent), ("mini-swe-agent", MiniSweAgent), ("cline", ClineAgent)]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -97,6 +98,16 @@ def test_mini_swe_agent_runs_without_confirmation_or_cost_limit_and_exits_when_d
     assert environment["MSWEA_CONFIGURED"] == "true" and environment["MSWEA_COST_TRACKING"] == "ignore_errors"
 
 
+def test_cline_runs_with_its_json_messages_and_tools_approved_on_an_openai_compatible_provider_at_the_bridge(tmp_path):
+    argv, environment = cline_command("cm", 9002, tmp_path)
+    assert argv[:-1] == ["cline", "--json", "--auto-approve", "true", "-P", "openai-compatible", "-m", "cm"]
+    assert "TASK.md" in argv[-1] and environment == {}
+    providers = json.loads((tmp_path / ".cline" / "data" / "settings" / "providers.json").read_text())
+    assert providers["lastUsedProvider"] == "openai-compatible"
+    assert providers["providers"]["openai-compatible"]["settings"] == {
+        "provider": "openai-compatible", "apiKey": PLACEHOLDER_KEY, "model": "cm", "baseUrl": "http://127.0.0.1:9002/v1"}
+
+
 def test_skills_are_linked_for_opencode_and_not_for_the_clis_that_read_none(tmp_path):
     mounted = tmp_path / "skills"
     (mounted / "tuning").mkdir(parents=True)
@@ -106,8 +117,10 @@ def test_skills_are_linked_for_opencode_and_not_for_the_clis_that_read_none(tmp_
 
 def test_the_new_images_share_the_agent_base_and_pin_every_wheel():
     recipes = {recipe.name: recipe for recipe in cli_agent_recipes()}
-    opencode = recipes["agent-opencode"]
+    opencode, cline = recipes["agent-opencode"], recipes["agent-cline"]
     assert opencode.parent == AGENT_BASE and opencode.npm[0].package == "opencode-linux-x64@1.18.33"
+    assert cline.parent == AGENT_BASE and cline.npm[0].package == "@cline/cli-linux-x64@3.0.65"
+    assert cline.npm[0].member == "package/bin/cline" and cline.build_args == {"CLI": "cline"}
     for name, package, command in (("agent-aider", "aider-chat", "aider"), ("agent-mini-swe-agent", "mini-swe-agent", "mini")):
         recipe = recipes[name]
         assert recipe.parent == AGENT_BASE and recipe.build_args == {"CLI": command}
@@ -135,6 +148,15 @@ def test_the_fake_provider_calls_the_bash_tool_of_opencode_and_mini_swe_agent():
     assert tool["name"] == "bash"
     call = fake.chat_completion(fake.chat_chunks(body, {"shell": "ls"}, tool, "c1", 0))["choices"][0]["message"]["tool_calls"][0]
     assert call["function"]["name"] == "bash" and json.loads(call["function"]["arguments"])["command"] == "ls"
+
+
+def test_the_fake_provider_gives_cline_its_command_as_a_list():
+    fake = _fake()
+    body = {"tools": [{"type": "function", "function": {"name": "run_commands", "parameters": {
+        "type": "object", "properties": {"commands": {"type": "array", "items": {"type": "string"}}}}}}]}
+    tool = fake.chat_find_shell_tool(body)
+    call = fake.chat_completion(fake.chat_chunks(body, {"shell": "ls"}, tool, "c2", 0))["choices"][0]["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "run_commands" and json.loads(call["function"]["arguments"]) == {"commands": ["ls"]}
 
 
 def test_the_fake_provider_answers_aider_with_marked_turns_and_shell_blocks():
