@@ -237,7 +237,9 @@ def cline_command(model: str, port: int, home: Path) -> tuple[list[str], dict[st
                 "baseUrl": f"http://127.0.0.1:{port}/v1"}
     (settings / "providers.json").write_text(json.dumps({
         "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
-        "providers": {"openai-compatible": {"settings": provider, "tokenSource": "manual"}},
+        # Without updatedAt Cline takes the entry for none and writes it again without its key and URL.
+        "providers": {"openai-compatible": {"settings": provider, "updatedAt": "2026-01-01T00:00:00.000Z",
+                                            "tokenSource": "manual"}},
     }, indent=2))
     return ["cline", "--json", "--auto-approve", "true", "-P", "openai-compatible", "-m", model, PROMPT], {}
 

@@ -106,6 +106,7 @@ def test_cline_runs_with_its_json_messages_and_tools_approved_on_an_openai_compa
     assert providers["lastUsedProvider"] == "openai-compatible"
     assert providers["providers"]["openai-compatible"]["settings"] == {
         "provider": "openai-compatible", "apiKey": PLACEHOLDER_KEY, "model": "cm", "baseUrl": "http://127.0.0.1:9002/v1"}
+    assert providers["providers"]["openai-compatible"]["updatedAt"]  # without it Cline drops the key and the URL
 
 
 def test_skills_are_linked_for_opencode_and_not_for_the_clis_that_read_none(tmp_path):
