@@ -38,7 +38,7 @@ SKILL_DIRS = {
     "opencode": (".config/opencode/skills",),
     "aider": (),  # Aider and mini-SWE-agent read no skills: the task text lists them
     "mini-swe-agent": (),
-    "cline": (),
+    "cline": (".cline/skills",),
 }
 CLIS = ("codex", "claude-code", "gemini", "qwen-code", "opencode", "aider", "mini-swe-agent", "cline")
 

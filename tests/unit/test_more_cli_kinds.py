@@ -109,10 +109,11 @@ def test_cline_runs_with_its_json_messages_and_tools_approved_on_an_openai_compa
     assert providers["providers"]["openai-compatible"]["updatedAt"]  # without it Cline drops the key and the URL
 
 
-def test_skills_are_linked_for_opencode_and_not_for_the_clis_that_read_none(tmp_path):
+def test_skills_are_linked_for_opencode_and_cline_and_not_for_the_clis_that_read_none(tmp_path):
     mounted = tmp_path / "skills"
     (mounted / "tuning").mkdir(parents=True)
     assert link_skills("opencode", tmp_path / "home", mounted) == [tmp_path / "home" / ".config/opencode/skills/tuning"]
+    assert link_skills("cline", tmp_path / "home", mounted) == [tmp_path / "home" / ".cline/skills/tuning"]
     assert link_skills("aider", tmp_path / "home", mounted) == [] and SKILL_DIRS["mini-swe-agent"] == ()
 
 
