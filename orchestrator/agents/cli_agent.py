@@ -1,4 +1,5 @@
-"""Runs a coding-agent CLI (Codex CLI, Claude Code, Gemini CLI or Qwen Code) unattended inside the agent container.
+"""Runs a coding-agent CLI (Codex CLI, Claude Code, Gemini CLI, Qwen Code, opencode, Aider, mini-SWE-agent or Cline)
+unattended inside the agent container.
 
 The container has no network: the CLI talks HTTP to a loopback bridge that
 pipes to the Host's model relay, which adds the real credential. The CLI's
@@ -48,7 +49,12 @@ SKILL_DIRS = {
     "claude-code": (".claude/skills",),
     "gemini": (".gemini/skills",),
     "qwen-code": (".qwen/skills",),
+    "opencode": (".config/opencode/skills",),
+    "aider": (),  # Aider and mini-SWE-agent read no skills: the task text lists them
+    "mini-swe-agent": (),
+    "cline": (".cline/skills",),
 }
+CLIS = ("codex", "claude-code", "gemini", "qwen-code", "opencode", "aider", "mini-swe-agent", "cline")
 
 
 def link_skills(cli: str, home: Path, mounted: Path | None) -> list[Path]:
@@ -225,9 +231,98 @@ def qwen_command(model: str, port: int, home: Path, mcp_workspace: Path | None =
     return argv, environment
 
 
+def opencode_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    """opencode's `run` with its JSON event stream, on an OpenAI-compatible provider at the bridge, every tool allowed
+    but web fetches, and its update check, model catalogue download, default plugins, LSP downloads and sharing off."""
+    directory = home / ".config" / "opencode"
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {
+        "provider": {"epg": {"npm": "@ai-sdk/openai-compatible", "name": "EvoPolicyGym relay",
+                             "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": PLACEHOLDER_KEY},
+                             "models": {model: {"name": model}}}},
+        "model": f"epg/{model}",
+        "small_model": f"epg/{model}",
+        "autoupdate": False,
+        "share": "disabled",
+        "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
+    }
+    (directory / "opencode.json").write_text(json.dumps(config, indent=2))
+    environment = {
+        "OPENCODE_CONFIG": str(directory / "opencode.json"),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+    }
+    return ["opencode", "run", "--format", "json", "-m", f"epg/{model}", PROMPT], environment
+
+
+# What the Python CLIs (Aider, mini-SWE-agent) share: LiteLLM's OpenAI provider at the bridge, its price table read
+# from the package (not fetched).
+def _litellm_environment(port: int) -> dict[str, str]:
+    return {
+        "OPENAI_API_BASE": f"http://127.0.0.1:{port}/v1",
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+        "OPENAI_API_KEY": PLACEHOLDER_KEY,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+
+
+# Aider is a pair programmer: after each answer it waits for its user. Its driver is that user: it gives the task,
+# then answers every question (run this command? add its output?) and every request for the next message with "yes",
+# up to AIDER_TURNS lines; then end of input ends Aider.
+AIDER_TURNS = 200
+
+
+def aider_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str], str]:
+    """Aider in its plain terminal mode (no git, no repository map, no update check, no analytics), its histories kept
+    out of the workspace; returns argv, environment and the text its standard input gets."""
+    state = home / ".aider"
+    state.mkdir(parents=True, exist_ok=True)
+    argv = ["aider", "--model", f"openai/{model}", "--edit-format", "diff", "--no-git", "--no-auto-commits",
+            "--no-check-update", "--analytics-disable", "--no-show-model-warnings", "--no-show-release-notes",
+            "--no-pretty", "--no-fancy-input", "--no-stream", "--map-tokens", "0", "--no-detect-urls", "--no-auto-lint",
+            "--chat-history-file", str(state / "chat.md"), "--input-history-file", str(state / "input.txt")]
+    return argv, _litellm_environment(port), PROMPT + "\n" + "yes\n" * AIDER_TURNS
+
+
+def mini_swe_agent_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    """mini-SWE-agent's `mini` with its bash tool, no confirmation (yolo), no cost limit (the relay counts), ending
+    when the agent says it is done; its trajectory stays in the agent's home."""
+    state = home / ".mini-swe-agent"
+    state.mkdir(parents=True, exist_ok=True)
+    environment = {
+        **_litellm_environment(port),
+        "MSWEA_CONFIGURED": "true",
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(state),
+        "MSWEA_COST_TRACKING": "ignore_errors",
+    }
+    argv = ["mini", "--yolo", "--exit-immediately", "--cost-limit", "0", "--model", f"openai/{model}",
+            "--output", str(state / "trajectory.json"), "--task", PROMPT]
+    return argv, environment
+
+
+def cline_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+    """Cline's CLI with its JSON messages and every tool approved (its default when given a prompt), on its
+    OpenAI-compatible provider at the bridge, configured as `cline auth` writes it."""
+    settings = home / ".cline" / "data" / "settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    provider = {"provider": "openai-compatible", "apiKey": PLACEHOLDER_KEY, "model": model,
+                "baseUrl": f"http://127.0.0.1:{port}/v1"}
+    (settings / "providers.json").write_text(json.dumps({
+        "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+        # Without updatedAt Cline takes the entry for none and writes it again without its key and URL.
+        "providers": {"openai-compatible": {"settings": provider, "updatedAt": "2026-01-01T00:00:00.000Z",
+                                            "tokenSource": "manual"}},
+    }, indent=2))
+    return ["cline", "--json", "--auto-approve", "true", "-P", "openai-compatible", "-m", model, PROMPT], {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="epg-cli-agent")
-    parser.add_argument("--cli", choices=("codex", "claude-code", "gemini", "qwen-code"), required=True)
+    parser.add_argument("--cli", choices=CLIS, required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--effort", default="")
     parser.add_argument("--port", type=int, default=8765)
@@ -243,16 +338,27 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(os.environ.get("HOME", "/tmp"))
     link_skills(args.cli, home, Path(os.environ["EPG_SKILLS"]) if os.environ.get("EPG_SKILLS") else None)
     mcp = args.workspace if args.cli in MCP_KINDS else None
+    feed: str | None = None  # what the CLI's standard input gets (else nothing)
     if args.cli == "codex":
         command, extra = codex_command(args.model, args.effort or "medium", args.port, home, mcp)
+    elif args.cli == "opencode":
+        command, extra = opencode_command(args.model, args.port, home)
+    elif args.cli == "aider":
+        command, extra, feed = aider_command(args.model, args.port, home)
+    elif args.cli == "mini-swe-agent":
+        command, extra = mini_swe_agent_command(args.model, args.port, home)
+    elif args.cli == "cline":
+        command, extra = cline_command(args.model, args.port, home)
     elif args.cli == "gemini":
         command, extra = gemini_command(args.model, args.port, home, mcp)
     elif args.cli == "qwen-code":
         command, extra = qwen_command(args.model, args.port, home, mcp)
     else:
         command, extra = claude_command(args.model, args.effort or None, args.port, home, mcp)
-    completed = subprocess.run(command, cwd=args.workspace, env={**os.environ, **extra}, stdin=subprocess.DEVNULL)
-    return completed.returncode
+    environment = {**os.environ, **extra}
+    if feed is not None:
+        return subprocess.run(command, cwd=args.workspace, env=environment, input=feed.encode()).returncode
+    return subprocess.run(command, cwd=args.workspace, env=environment, stdin=subprocess.DEVNULL).returncode
 
 
 if __name__ == "__main__":

@@ -250,6 +250,8 @@ def agent_base_recipe() -> ImageRecipe:
 
 
 CODEX_VERSION = "0.171.0"
+OPENCODE_VERSION = "1.18.33"
+CLINE_VERSION = "3.0.65"
 CLAUDE_CODE_VERSION = "2.1.332"
 AGENT_NODE = "agent-node"
 NODE_VERSION = "22.23.5"
@@ -293,11 +295,13 @@ def node_cli_recipes() -> list[ImageRecipe]:
 
 
 def cli_agent_recipes() -> list[ImageRecipe]:
-    """Agent images for the coding-agent CLIs: Codex and Claude Code (the agent-base image plus the pinned
-    native binary), and the Node.js CLIs on the shared agent-node image."""
+    """Agent images for the coding-agent CLIs: Codex, Claude Code, opencode and Cline (the agent-base image plus the
+    pinned native binary), the Node.js CLIs on the shared agent-node image and the Python CLIs on agent-base."""
     clis = (
         ("agent-codex", "codex", f"@openai/codex@{CODEX_VERSION}-linux-x64", "package/vendor/x86_64-unknown-linux-musl/bin/codex", CODEX_VERSION),
         ("agent-claude-code", "claude", f"@anthropic-ai/claude-code-linux-x64@{CLAUDE_CODE_VERSION}", "package/claude", CLAUDE_CODE_VERSION),
+        ("agent-opencode", "opencode", f"opencode-linux-x64@{OPENCODE_VERSION}", "package/bin/opencode", OPENCODE_VERSION),
+        ("agent-cline", "cline", f"@cline/cli-linux-x64@{CLINE_VERSION}", "package/bin/cline", CLINE_VERSION),
     )
     return [
         ImageRecipe(
@@ -310,7 +314,34 @@ def cli_agent_recipes() -> list[ImageRecipe]:
             npm=(NpmBinary(package=package, member=member, destination=f"bin/{binary}"),),
         )
         for name, binary, package, member, version in clis
-    ] + [agent_node_recipe(), *node_cli_recipes()]
+    ] + [agent_node_recipe(), *node_cli_recipes(), *python_cli_recipes()]
+
+
+# CLIs written in Python: image, command, the lock in images/agent-python-cli/ (the package's pin first among its
+# dependencies'), the package.
+PYTHON_CLIS = (
+    ("agent-aider", "aider", "aider.lock", "aider-chat"),
+    ("agent-mini-swe-agent", "mini", "mini-swe-agent.lock", "mini-swe-agent"),
+)
+
+
+def python_cli_recipes() -> list[ImageRecipe]:
+    """Agent images for the Python CLIs: the agent-base image plus a virtual environment holding the CLI's locked
+    wheels. Raises LockError for a lock line that is not a plain pin."""
+    recipes = []
+    for name, command, lock, package in PYTHON_CLIS:
+        path = IMAGES / "agent-python-cli" / lock
+        pins = parse_lock(path.read_text(), str(path))
+        version = next(pin.partition("==")[2] for pin in pins if normalise(pin.partition("==")[0]) == package)
+        recipes.append(ImageRecipe(
+            name=name,
+            dockerfile=IMAGES / "agent-python-cli" / "Dockerfile",
+            requirements=pins,
+            build_args={"CLI": command},
+            parent=AGENT_BASE,
+            labels={CLI: f"{package} {version}"},
+        ))
+    return recipes
 
 
 def _read_lock(package: EnvironmentPackage) -> tuple[str, ...]:

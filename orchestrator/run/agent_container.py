@@ -20,11 +20,15 @@ from orchestrator.records.run_dir import RunDirectory
 from orchestrator.run.skills import MOUNT_ROOT as SKILLS_DIR
 from orchestrator.run.skills import StoredSkill, store_skills
 from orchestrator.run.spec import (
+    AiderAgent,
     ClaudeCodeAgent,
+    ClineAgent,
     CodexAgent,
     CommandAgent,
     GeminiAgent,
     HillClimbAgent,
+    MiniSweAgent,
+    OpencodeAgent,
     QwenCodeAgent,
     RandomAgent,
     RunSpec,
@@ -112,7 +116,7 @@ def agent_command(spec: RunSpec) -> tuple[str, ...]:
     if isinstance(agent, (CodexAgent, ClaudeCodeAgent)):
         return ("python3", "-m", "orchestrator.agents.cli_agent", "--cli", agent.kind, "--model", agent.model,
                 "--effort", agent.effort or "", "--workspace", WORKSPACE)
-    if isinstance(agent, (GeminiAgent, QwenCodeAgent)):
+    if isinstance(agent, (GeminiAgent, QwenCodeAgent, OpencodeAgent, AiderAgent, MiniSweAgent, ClineAgent)):
         return ("python3", "-m", "orchestrator.agents.cli_agent", "--cli", agent.kind, "--model", agent.model, "--workspace", WORKSPACE)
     assert isinstance(agent, CommandAgent)
     return tuple(agent.argv)

@@ -31,12 +31,22 @@ DEFAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "gemini": ("https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "x-goog-api-key",
                ("/v1beta/models/*:generateContent", "/v1beta/models/*:streamGenerateContent", "/v1beta/models/*:countTokens")),
     "qwen-code": ("https://dashscope-intl.aliyuncs.com/compatible-mode", "DASHSCOPE_API_KEY", "authorization", ("/v1/chat/completions",)),
+    # opencode and Cline (their OpenAI-compatible providers), Aider and mini-SWE-agent (LiteLLM's OpenAI provider):
+    # Chat Completions
+    "opencode": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/chat/completions",)),
+    "aider": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/chat/completions",)),
+    "mini-swe-agent": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/chat/completions",)),
+    "cline": ("https://api.openai.com", "OPENAI_API_KEY", "authorization", ("/v1/chat/completions",)),
 }
 AGENT_IMAGES = {
     "codex": "agent-codex",
     "claude-code": "agent-claude-code",
     "gemini": "agent-gemini",
     "qwen-code": "agent-qwen-code",
+    "opencode": "agent-opencode",
+    "aider": "agent-aider",
+    "mini-swe-agent": "agent-mini-swe-agent",
+    "cline": "agent-cline",
 }
 
 

@@ -96,6 +96,26 @@ class QwenCodeAgent(_Agent):
     model: str = Field(description="Model name passed to Qwen Code (its OpenAI-compatible provider), e.g. qwen3-coder-plus.")
 
 
+class OpencodeAgent(_Agent):
+    kind: Literal["opencode"]
+    model: str = Field(description="Model name opencode asks for from its OpenAI-compatible provider (the relay), e.g. gpt-5.")
+
+
+class AiderAgent(_Agent):
+    kind: Literal["aider"]
+    model: str = Field(description="Model name Aider asks for from the OpenAI Chat Completions API (the relay), e.g. gpt-5.")
+
+
+class MiniSweAgent(_Agent):
+    kind: Literal["mini-swe-agent"]
+    model: str = Field(description="Model name mini-SWE-agent asks for from the OpenAI Chat Completions API (the relay).")
+
+
+class ClineAgent(_Agent):
+    kind: Literal["cline"]
+    model: str = Field(description="Model name Cline asks for from its OpenAI-compatible provider (the relay).")
+
+
 class RelaySpec(_Strict):
     """How the model relay reaches the provider. Unset fields take the agent kind's defaults (or the profile's, or the login's).
 
@@ -176,9 +196,11 @@ class RelaySpec(_Strict):
         return self
 
 
-_AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code", "gemini", "qwen-code"}
+_AGENT_KINDS = {"scripted", "hill-climb", "random", "command", "codex", "claude-code", "gemini", "qwen-code", "opencode", "aider",
+                "mini-swe-agent", "cline"}
 AgentSpec = Annotated[
-    Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent],
+    Union[ScriptedAgent, HillClimbAgent, RandomAgent, CommandAgent, CodexAgent, ClaudeCodeAgent, GeminiAgent, QwenCodeAgent,
+          OpencodeAgent, AiderAgent, MiniSweAgent, ClineAgent],
     Field(discriminator="kind"),
 ]
 

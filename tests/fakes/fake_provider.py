@@ -13,7 +13,9 @@ Speaks just enough of two wire protocols to run a full agent loop:
   ``:countTokens``) -- used by Gemini CLI (``@google/gemini-cli``).
 * OpenAI Chat Completions (``POST /v1/chat/completions``, streamed as SSE
   chunks ending ``data: [DONE]``) -- used by Qwen Code
-  (``@qwen-code/qwen-code``).
+  (``@qwen-code/qwen-code``), opencode (``opencode-ai``), mini-SWE-agent
+  (``mini-swe-agent``) and Aider (``aider-chat``, shell commands in the
+  answer's text instead of tool calls: see ``text_client``).
 
 The conversation follows a SCRIPT, a JSON file of the form::
 
@@ -133,6 +135,10 @@ def mcp_call(turn: dict | None, body: dict) -> tuple[dict, dict] | None:
         if name and is_mcp_tool(name, turn["mcp"]):
             return declaration, turn.get("args") or {}
     return None
+
+
+# Chat Completions clients: Qwen Code (run_shell_command), opencode and mini-SWE-agent (bash), Cline (run_commands).
+CHAT_SHELL_TOOLS = ("run_shell_command", "shell", "bash", "run_commands")
 
 
 # --------------------------------------------------------------------------
@@ -411,6 +417,8 @@ def messages_events(message: dict) -> list[dict]:
 # --------------------------------------------------------------------------
 
 def _command_args(schema: dict, turn: dict) -> dict:
+    if (((schema or {}).get("properties") or {}).get("commands") or {}).get("type") == "array":  # Cline: a list of commands
+        return {"commands": [turn["shell"]]}
     args = {"command": turn["shell"]}
     if "description" in ((schema or {}).get("properties") or {}):
         args["description"] = turn.get("description") or "Run scripted command"
@@ -481,7 +489,7 @@ def chat_find_shell_tool(body: dict) -> dict | None:
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict):
             declared[function.get("name")] = function
-    return _first_named(declared, GEMINI_SHELL_TOOLS)
+    return _first_named(declared, CHAT_SHELL_TOOLS)
 
 
 def chat_turn_index(body: dict) -> int:
@@ -519,6 +527,33 @@ def chat_chunks(body: dict, turn: dict | None, shell_tool: dict | None, completi
     chunks.append(dict(base, choices=[], usage={"prompt_tokens": prompt, "completion_tokens": answer,
                                                 "total_tokens": prompt + answer}))
     return chunks
+
+
+# Aider offers no tools: its model proposes shell commands in ```bash blocks of its answer, which Aider runs when its
+# user agrees. Its requests are told apart from side calls by its system prompt (its edit format's SEARCH/REPLACE
+# blocks); each answer carries TEXT_TURN_MARK, and the number of answers with the mark is the turn to play.
+TEXT_CLIENT_MARK = "SEARCH/REPLACE"
+TEXT_TURN_MARK = "[scripted turn]"
+
+
+def text_client(body: dict) -> bool:
+    """True for a request of a client that takes shell commands from the answer's text (Aider)."""
+    return any(isinstance(message, dict) and message.get("role") == "system"
+               and TEXT_CLIENT_MARK in str(message.get("content")) for message in body.get("messages") or [])
+
+
+def text_turn_index(body: dict) -> int:
+    return sum(1 for message in body.get("messages") or []
+               if isinstance(message, dict) and message.get("role") == "assistant"
+               and TEXT_TURN_MARK in str(message.get("content")))
+
+
+def text_answer(turn: dict) -> str:
+    """The answer of one turn for a text client: the mark, the turn's text, its shell command in a ```bash block."""
+    answer = f"{TEXT_TURN_MARK} {turn.get('text') or ''}".rstrip()
+    if "shell" in turn:
+        answer += f"\n\n```bash\n{turn['shell']}\n```\n"
+    return answer
 
 
 def chat_completion(chunks: list[dict]) -> dict:
@@ -733,7 +768,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict) -> None:
         tool = chat_find_shell_tool(body)
-        turn, index, note = self._play(tool, chat_turn_index, body)
+        if tool is None and text_client(body):
+            index = text_turn_index(body)
+            turn, note = {"text": text_answer(self.script.turn(index))}, f"text turn {index}"
+        else:
+            turn, index, note = self._play(tool, chat_turn_index, body)
         chunks = chat_chunks(body, turn, tool, f"chatcmpl_fake_{self._seq}", max(index, 0), mcp_call(turn, body))
         if body.get("stream", False):
             self._send_sse(chunks, named=False, note=note, done=True)

@@ -33,7 +33,8 @@ DERIVED = (
     *sorted(path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "orchestrator").rglob("*.py")),
     *sorted(path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "orchestrator" / "scaffold" / "templates").rglob("*")
             if path.is_file()),
-    *sorted(path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "images").rglob("*") if path.is_file()),
+    # An agent's own lock (images/agent-python-cli/*.lock) pins that agent's venv, not the SDK layer: not derived.
+    *sorted(path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "images").rglob("*") if path.is_file() and path.suffix != ".lock"),
 )
 
 

@@ -250,7 +250,8 @@ def test_every_recipe_uses_a_dockerfile_of_the_images_folder(cartpole):
     _package, image = cartpole
     recipes = [policy_runtime_recipe(), agent_base_recipe(), sdk_layer_recipe(), *cli_agent_recipes(), image]
     folders = {recipe.dockerfile.relative_to(IMAGES).parent.as_posix() for recipe in recipes}
-    assert folders == {"policy-runtime", "agent-base", "agent-cli", "agent-node", "agent-node-cli", "environment", "sdk"}
+    assert folders == {"policy-runtime", "agent-base", "agent-cli", "agent-node", "agent-node-cli", "agent-python-cli",
+                       "environment", "sdk"}
     assert all(recipe.dockerfile.name == "Dockerfile" and recipe.dockerfile.is_file() for recipe in recipes)
 
 
@@ -264,8 +265,9 @@ def test_every_build_arg_of_a_recipe_is_declared_by_its_dockerfile(cartpole):
 def test_cli_images_are_layers_on_the_agent_base_image():
     base = agent_base_recipe()
     native = [recipe for recipe in cli_agent_recipes() if recipe.parent == base.name]
-    assert [recipe.name for recipe in native] == ["agent-codex", "agent-claude-code", "agent-node"]
-    for recipe in native[:2]:
+    assert [recipe.name for recipe in native] == ["agent-codex", "agent-claude-code", "agent-opencode", "agent-cline",
+                                                  "agent-node", "agent-aider", "agent-mini-swe-agent"]
+    for recipe in native[:4]:
         assert recipe.files == {} and recipe.requirements == ()
         assert recipe.build_args["CLI"] == recipe.npm[0].destination.removeprefix("bin/")
 

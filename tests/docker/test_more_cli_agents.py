@@ -1,0 +1,89 @@
+"""opencode, Aider, mini-SWE-agent and Cline in their containers, each driven through a whole CartPole Run by the fake provider
+through the Host's model relay (all four speak OpenAI Chat Completions). One short Run per kind: read the task, write
+the Program, submit, read the Feedback, look for the credential, finish."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from cli_runs import BASELINE, GOOD_PARAMS, SECRET, SECRET_PROBE, _fake_provider_module, run_cli_agent
+
+from orchestrator.agents.cli_agent import PLACEHOLDER_KEY
+from orchestrator.kernel.program import ProgramFile, program_digest
+
+
+def _one_line(heredoc: str) -> str:
+    """A `python3 - <<'EOF' ... EOF` command as one line (Aider runs each line of a shell block as its own command)."""
+    source = heredoc.split("\n", 1)[1].rsplit("\nEOF", 1)[0]
+    return f"echo {base64.b64encode(source.encode()).decode()} | base64 -d | python3 -"
+
+
+FEEDBACK_LINE = ("python3 -c \"import json; f = json.load(open('feedback/s0001/feedback.json')); "
+                 "print('feedback score:', json.dumps(f['score']))\"")
+TURNS = [
+    {"shell": "head -3 TASK.md && epg-session status", "text": "Reading the task."},
+    {"shell": f"printf '%s' '{GOOD_PARAMS}' > program/params.json"},
+    {"shell": "epg-session submit --episodes 0:4"},
+    {"shell": FEEDBACK_LINE},
+    {"shell": _one_line(SECRET_PROBE)},
+    {"shell": "epg-session finish s0001"},
+    {"shell": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},  # how mini-SWE-agent says it is done; a no-op for the others
+    {"text": "Submitted and finished."},
+]
+
+
+@contextmanager
+def short_fake_provider(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    fake = _fake_provider_module()
+    log = tmp_path / "provider.jsonl"
+    server = fake.Server(0, fake.Script(TURNS), fake.JsonlLog(str(log)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", log
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["opencode", "aider", "mini-swe-agent", "cline"])
+def test_new_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, tmp_path, scope, builder):
+    with short_fake_provider(tmp_path) as (upstream, provider_log):
+        manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)
+    stdout = (run_dir / "agent" / "stdout.log").read_text(errors="replace")
+    expected = program_digest([
+        ProgramFile(path="params.json", data=GOOD_PARAMS.encode()),
+        ProgramFile(path="policy.py", data=(BASELINE / "policy.py").read_bytes()),
+    ])
+    assert manifest["terminal_reason"] == "finish_called", stdout[-3000:]
+    assert manifest["final"]["submission_id"] == "s0001" and manifest["final"]["program_digest"] == expected
+    assert manifest["assessment"]["score"] == 500.0
+
+    # The CLI ran the scripted commands and sent their output (the task's title, the Feedback's score) to the model.
+    record = json.loads((run_dir / "submissions" / "s0001" / "record.json").read_text())
+    provided = [json.loads(line) for line in provider_log.read_text().splitlines()]
+    requests = [p for p in provided if p["dir"] == "request"]
+    bodies = [json.dumps(p["body"]) for p in requests]
+    assert any(f"feedback score: {json.dumps(record['feedback']['score'])}" in body for body in bodies), bodies[-1][-3000:]
+    assert any("# Task: improve a policy for CartPole-v1" in body for body in bodies)
+
+    # The credential stayed on the Host: the provider got it in place of the placeholder, the container never saw it.
+    for request in requests:
+        headers = {key.lower(): value for key, value in request["headers"].items()}
+        assert headers["authorization"] == f"Bearer {SECRET}" and PLACEHOLDER_KEY not in json.dumps(headers)
+    secret_report = json.loads((run_dir / "workspace" / "analysis" / "secret.json").read_text())
+    assert secret_report["grep_status"] in (1, 2), secret_report
+    assert (secret_report["hits"], secret_report["interfaces"]) == ([], ["lo"])
+    assert SECRET not in stdout
+
+    # The relay recorded every model request, in order, as the provider received it.
+    exchanges = [json.loads(line) for line in (run_dir / "relay" / "exchanges.1.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in exchanges] == list(range(1, len(exchanges) + 1)) and not any(e["refused"] for e in exchanges)
+    assert {e["path"] for e in exchanges} == {"/v1/chat/completions"}
+    assert [json.loads(e["request"]) for e in exchanges] == [p["body"] for p in sorted(requests, key=lambda p: p["seq"])][:len(exchanges)]
+    assert manifest["relay"]["requests"] == len(exchanges) >= len(TURNS) - 2
