@@ -148,10 +148,16 @@ class RunnerService(runner_pb2_grpc.EnvironmentRunnerServicer):
         if not SLOT_PATTERN.match(request.slot):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad slot name {request.slot!r}")
         path = self._exchange / request.slot / SOCKET_NAME
+        # The socket appears under its name only once the policy (another, unprivileged user) may connect: bound and
+        # listening under a hidden name first, then renamed. A policy polling for it never meets the socket as bind
+        # made it (0755 by the umask: connect refused with EACCES, which the policy runtime does not retry).
+        staged = path.with_name(f".{SOCKET_NAME}.new")
+        _unlink_quietly(staged)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(path))
-        os.chmod(path, 0o666)  # the policy runs as another, unprivileged user
+        listener.bind(str(staged))
+        os.chmod(staged, 0o666)
         listener.listen(1)
+        os.rename(staged, path)
         with self._lock:
             previous = self._slots.pop(request.slot, None)
             self._slots[request.slot] = listener
