@@ -113,6 +113,9 @@ class _Exec:
         # garbage collection) would close the hijacked socket under a running exec.
         self._raw = self._api.exec_start(self._id, socket=True)
         self._sock: socket.socket = getattr(self._raw, "_sock", self._raw)
+        # docker-py's 60 s API timeout would end a stream whose process is quiet for a minute (a runner waiting for an
+        # Episode's policy); a kubelet's exec streams have no such timeout.
+        self._sock.settimeout(None)
 
     def write_stdin(self, data: bytes) -> None:
         self._sock.sendall(data)
