@@ -69,6 +69,7 @@ def test_new_mcp_capable_agent_run_submits_and_finishes_through_the_mcp_tools(ki
         manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)
     assert_finished_through_the_relay(manifest, run_dir, provider_log)
     assert_submitted_and_finished_through_mcp(run_dir, provider_log)
+    assert "## Tools (the MCP server `epg`)" in (run_dir / "workspace" / "TASK.md").read_text()  # the task names the tools
 
     # Every model request reached the provider with the Host's credential in place of the CLI's placeholder.
     requests = [json.loads(line) for line in provider_log.read_text().splitlines() if '"dir": "request"' in line]
