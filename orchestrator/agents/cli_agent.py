@@ -38,7 +38,7 @@ MCP_SERVER = "epg"  # the server's name in each CLI's configuration: its tools r
 MCP_COMMAND = "epg-session-mcp"  # orchestrator.hostclient.mcp_server, installed in agent-base
 MCP_TOOL_TIMEOUT_S = 3600  # a submit lasts as long as its Episodes; the Run's own wall clock bounds the phase
 # The kinds whose CLI gets the MCP server (and MCP_PROMPT); a kind not listed keeps PROMPT and the shell command alone.
-MCP_KINDS = ("codex", "claude-code", "gemini", "qwen-code")
+MCP_KINDS = ("codex", "claude-code", "gemini", "qwen-code", "opencode", "cline")
 MCP_TOOLS = ("status", "submit", "feedback", "finish")
 # The relay replaces whatever credential the CLI sends; the CLI only needs a non-empty one.
 PLACEHOLDER_KEY = "provided-by-the-host-relay"
@@ -83,7 +83,7 @@ def mcp_environment() -> dict[str, str]:
 
 
 def mcp_stdio_server(workspace: Path) -> dict[str, Any]:
-    """The MCP server's stdio launch as the JSON configurations of Claude Code, Gemini CLI and Qwen Code spell it."""
+    """The MCP server's stdio launch as the JSON configurations of Claude Code, Gemini CLI, Qwen Code and Cline spell it."""
     return {"command": MCP_COMMAND, "args": ["--workspace", str(workspace)], "env": mcp_environment()}
 
 
@@ -231,9 +231,18 @@ def qwen_command(model: str, port: int, home: Path, mcp_workspace: Path | None =
     return argv, environment
 
 
-def opencode_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+def opencode_mcp_config(workspace: Path) -> dict[str, Any]:
+    """opencode.json's `mcp` section: the server as a local (stdio) server, its command one list, its environment, and
+    a request timeout (milliseconds) as long as a submit; opencode offers its tools as epg_status, epg_submit, ..."""
+    server = mcp_stdio_server(workspace)
+    return {"mcp": {MCP_SERVER: {"type": "local", "command": [server["command"], *server["args"]],
+                                 "environment": server["env"], "enabled": True, "timeout": MCP_TOOL_TIMEOUT_S * 1000}}}
+
+
+def opencode_command(model: str, port: int, home: Path, mcp_workspace: Path | None = None) -> tuple[list[str], dict[str, str]]:
     """opencode's `run` with its JSON event stream, on an OpenAI-compatible provider at the bridge, every tool allowed
-    but web fetches, and its update check, model catalogue download, default plugins, LSP downloads and sharing off."""
+    but web fetches, and its update check, model catalogue download, default plugins, LSP downloads and sharing off;
+    with mcp_workspace, the MCP server in opencode.json (its tools allowed) and MCP_PROMPT."""
     directory = home / ".config" / "opencode"
     directory.mkdir(parents=True, exist_ok=True)
     config = {
@@ -244,7 +253,9 @@ def opencode_command(model: str, port: int, home: Path) -> tuple[list[str], dict
         "small_model": f"epg/{model}",
         "autoupdate": False,
         "share": "disabled",
-        "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
+        "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny",
+                       **({f"{MCP_SERVER}_*": "allow"} if mcp_workspace else {})},
+        **(opencode_mcp_config(mcp_workspace) if mcp_workspace else {}),
     }
     (directory / "opencode.json").write_text(json.dumps(config, indent=2))
     environment = {
@@ -255,7 +266,7 @@ def opencode_command(model: str, port: int, home: Path) -> tuple[list[str], dict
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
         "OPENCODE_DISABLE_SHARE": "1",
     }
-    return ["opencode", "run", "--format", "json", "-m", f"epg/{model}", PROMPT], environment
+    return ["opencode", "run", "--format", "json", "-m", f"epg/{model}", MCP_PROMPT if mcp_workspace else PROMPT], environment
 
 
 # What the Python CLIs (Aider, mini-SWE-agent) share: LiteLLM's OpenAI provider at the bridge, its price table read
@@ -304,9 +315,17 @@ def mini_swe_agent_command(model: str, port: int, home: Path) -> tuple[list[str]
     return argv, environment
 
 
-def cline_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
+def cline_mcp_settings(workspace: Path) -> dict[str, Any]:
+    """cline_mcp_settings.json: the server as a stdio server, enabled, with a request timeout (seconds; Cline caps it
+    at an hour) as long as a submit. Cline offers its tools as epg__status, epg__submit, ...; --auto-approve covers them."""
+    return {"mcpServers": {MCP_SERVER: {"type": "stdio", **mcp_stdio_server(workspace), "disabled": False,
+                                        "timeout": MCP_TOOL_TIMEOUT_S}}}
+
+
+def cline_command(model: str, port: int, home: Path, mcp_workspace: Path | None = None) -> tuple[list[str], dict[str, str]]:
     """Cline's CLI with its JSON messages and every tool approved (its default when given a prompt), on its
-    OpenAI-compatible provider at the bridge, configured as `cline auth` writes it."""
+    OpenAI-compatible provider at the bridge, configured as `cline auth` writes it; with mcp_workspace, the MCP server
+    in cline_mcp_settings.json (beside providers.json, where Cline reads it) and MCP_PROMPT."""
     settings = home / ".cline" / "data" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     provider = {"provider": "openai-compatible", "apiKey": PLACEHOLDER_KEY, "model": model,
@@ -317,7 +336,10 @@ def cline_command(model: str, port: int, home: Path) -> tuple[list[str], dict[st
         "providers": {"openai-compatible": {"settings": provider, "updatedAt": "2026-01-01T00:00:00.000Z",
                                             "tokenSource": "manual"}},
     }, indent=2))
-    return ["cline", "--json", "--auto-approve", "true", "-P", "openai-compatible", "-m", model, PROMPT], {}
+    if mcp_workspace is not None:
+        (settings / "cline_mcp_settings.json").write_text(json.dumps(cline_mcp_settings(mcp_workspace), indent=2))
+    return ["cline", "--json", "--auto-approve", "true", "-P", "openai-compatible", "-m", model,
+            MCP_PROMPT if mcp_workspace else PROMPT], {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,13 +364,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.cli == "codex":
         command, extra = codex_command(args.model, args.effort or "medium", args.port, home, mcp)
     elif args.cli == "opencode":
-        command, extra = opencode_command(args.model, args.port, home)
+        command, extra = opencode_command(args.model, args.port, home, mcp)
     elif args.cli == "aider":
         command, extra, feed = aider_command(args.model, args.port, home)
     elif args.cli == "mini-swe-agent":
         command, extra = mini_swe_agent_command(args.model, args.port, home)
     elif args.cli == "cline":
-        command, extra = cline_command(args.model, args.port, home)
+        command, extra = cline_command(args.model, args.port, home, mcp)
     elif args.cli == "gemini":
         command, extra = gemini_command(args.model, args.port, home, mcp)
     elif args.cli == "qwen-code":

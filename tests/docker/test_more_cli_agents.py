@@ -1,6 +1,8 @@
 """opencode, Aider, mini-SWE-agent and Cline in their containers, each driven through a whole CartPole Run by the fake provider
-through the Host's model relay (all four speak OpenAI Chat Completions). One short Run per kind: read the task, write
-the Program, submit, read the Feedback, look for the credential, finish."""
+through the Host's model relay (all four speak OpenAI Chat Completions). One Run per kind: opencode and Cline, which
+have the Host API's MCP server, play the script the older kinds play (the Submission, a malformed submit, the Feedback
+read and the finish through the MCP tools); Aider and mini-SWE-agent, which have none, play a short shell script: read
+the task, write the Program, submit, read the Feedback, look for the credential, finish."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from cli_runs import BASELINE, GOOD_PARAMS, SECRET, SECRET_PROBE, _fake_provider_module, run_cli_agent
+from cli_runs import (
+    BASELINE,
+    GOOD_PARAMS,
+    SECRET,
+    SECRET_PROBE,
+    _fake_provider_module,
+    assert_finished_through_the_relay,
+    assert_submitted_and_finished_through_mcp,
+    fake_provider,
+    run_cli_agent,
+)
 
 from orchestrator.agents.cli_agent import PLACEHOLDER_KEY
 from orchestrator.kernel.program import ProgramFile, program_digest
@@ -33,7 +45,7 @@ TURNS = [
     {"shell": FEEDBACK_LINE},
     {"shell": _one_line(SECRET_PROBE)},
     {"shell": "epg-session finish s0001"},
-    {"shell": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},  # how mini-SWE-agent says it is done; a no-op for the others
+    {"shell": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},  # how mini-SWE-agent says it is done; a no-op for Aider
     {"text": "Submitted and finished."},
 ]
 
@@ -51,7 +63,23 @@ def short_fake_provider(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         server.server_close()
 
 
-@pytest.mark.parametrize("kind", ["opencode", "aider", "mini-swe-agent", "cline"])
+@pytest.mark.parametrize("kind", ["opencode", "cline"])
+def test_new_mcp_capable_agent_run_submits_and_finishes_through_the_mcp_tools(kind, tmp_path, scope, builder):
+    with fake_provider(tmp_path) as (upstream, provider_log):
+        manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)
+    assert_finished_through_the_relay(manifest, run_dir, provider_log)
+    assert_submitted_and_finished_through_mcp(run_dir, provider_log)
+    assert "## Tools (the MCP server `epg`)" in (run_dir / "workspace" / "TASK.md").read_text()  # the task names the tools
+
+    # Every model request reached the provider with the Host's credential in place of the CLI's placeholder.
+    requests = [json.loads(line) for line in provider_log.read_text().splitlines() if '"dir": "request"' in line]
+    assert requests
+    for request in requests:
+        headers = {key.lower(): value for key, value in request["headers"].items()}
+        assert headers["authorization"] == f"Bearer {SECRET}" and PLACEHOLDER_KEY not in json.dumps(headers)
+
+
+@pytest.mark.parametrize("kind", ["aider", "mini-swe-agent"])
 def test_new_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, tmp_path, scope, builder):
     with short_fake_provider(tmp_path) as (upstream, provider_log):
         manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)

@@ -13,9 +13,9 @@ Speaks just enough of two wire protocols to run a full agent loop:
   ``:countTokens``) -- used by Gemini CLI (``@google/gemini-cli``).
 * OpenAI Chat Completions (``POST /v1/chat/completions``, streamed as SSE
   chunks ending ``data: [DONE]``) -- used by Qwen Code
-  (``@qwen-code/qwen-code``), opencode (``opencode-ai``), mini-SWE-agent
-  (``mini-swe-agent``) and Aider (``aider-chat``, shell commands in the
-  answer's text instead of tool calls: see ``text_client``).
+  (``@qwen-code/qwen-code``), opencode (``opencode-ai``), Cline (``cline``),
+  mini-SWE-agent (``mini-swe-agent``) and Aider (``aider-chat``, shell
+  commands in the answer's text instead of tool calls: see ``text_client``).
 
 The conversation follows a SCRIPT, a JSON file of the form::
 
@@ -31,8 +31,10 @@ a call of a tool of the Host API's MCP server, or a final text answer::
         {"mcp": "submit", "args": {"episodes": "0:4"}, "shell": "epg-session submit --episodes 0:4"}
 
 An "mcp" turn calls the tool of that name that the CLI offers for the MCP
-server ``epg`` (each CLI names it its own way: ``mcp__epg__submit``,
-``mcp_epg_submit``, or plain ``submit``) with "args" as given; a CLI that
+server ``epg`` (each CLI names it its own way: ``mcp__epg__submit`` for
+Claude Code and Qwen Code, ``mcp_epg_submit`` for Gemini CLI, ``epg_submit``
+for opencode, ``epg__submit`` for Cline, plain ``submit`` in Codex's
+namespace) with "args" as given; a CLI that
 offers no such tool plays the turn's "shell" command instead, when it has one.  The turn to play is derived from the request itself:
 it is the number of tool results for calls *this server issued* that the
 request carries.  So a CLI that retries a request gets the same answer again,
@@ -123,7 +125,8 @@ def declared_tools(body: dict) -> dict[str, dict]:
 
 
 def is_mcp_tool(name: str, tool: str) -> bool:
-    """Whether a CLI's tool name is the MCP server's tool `tool` (mcp__epg__submit, mcp_epg_submit, epg__submit, submit)."""
+    """Whether a CLI's tool name is the MCP server's tool `tool` (mcp__epg__submit, mcp_epg_submit, epg_submit,
+    epg__submit, submit)."""
     return name == tool or (name.endswith("_" + tool) and MCP_SERVER in name.removesuffix(tool).strip("_").split("_"))
 
 

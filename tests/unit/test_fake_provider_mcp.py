@@ -80,6 +80,27 @@ def test_qwen_code_gets_a_tool_call_of_mcp__epg__submit(post):
     assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == ("mcp__epg__submit", {"episodes": "0:4"})
 
 
+@pytest.mark.parametrize(("shell", "name"), [("bash", "epg_submit"), ("run_commands", "epg__submit")])
+def test_opencode_and_cline_get_a_tool_call_of_the_servers_tool_by_their_name_for_it(post, shell, name):
+    # opencode offers an MCP tool as SERVER_TOOL, Cline as SERVER__TOOL, each beside its own shell tool.
+    tools = [{"type": "function", "function": {"name": shell, "parameters": {"properties": {"command": {}}}}},
+             {"type": "function", "function": {"name": name, "parameters": {"properties": {"episodes": {"type": "string"}}}}}]
+
+    answer = post("/v1/chat/completions", {"model": "m", "messages": [], "tools": tools})
+
+    (call,) = answer["choices"][0]["message"]["tool_calls"]
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (name, {"episodes": "0:4"})
+
+
+@pytest.mark.parametrize("name", ["epg_submit", "epg__submit", "mcp__epg__submit", "mcp_epg_submit"])
+def test_every_clis_name_for_the_submit_tool_is_recognised_and_another_servers_is_not(name):
+    fake = _fake()
+
+    assert fake.is_mcp_tool(name, "submit")
+    assert not fake.is_mcp_tool(name.replace("epg", "other"), "submit")
+    assert not fake.is_mcp_tool(name, "finish")
+
+
 def test_a_cli_without_the_mcp_server_gets_the_turns_shell_command(post):
     tools = [{"type": "function", "function": SHELL_FUNCTION}, {"type": "function", "function": {"name": "mcp__other__submit"}}]
 

@@ -17,8 +17,10 @@ from orchestrator.agents.cli_agent import (
     MCP_TOOL_TIMEOUT_S,
     PROMPT,
     claude_command,
+    cline_command,
     codex_command,
     gemini_command,
+    opencode_command,
     qwen_command,
 )
 from orchestrator.images.recipes import AGENT_FILES, IMAGES, agent_base_recipe
@@ -37,8 +39,8 @@ def session_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EPG_SESSION_TOKEN", TOKEN)
 
 
-def test_the_four_existing_kinds_are_mcp_capable():
-    assert MCP_KINDS == ("codex", "claude-code", "gemini", "qwen-code")
+def test_the_mcp_capable_kinds_are_the_four_older_ones_opencode_and_cline():
+    assert MCP_KINDS == ("codex", "claude-code", "gemini", "qwen-code", "opencode", "cline")
 
 
 def test_codex_gets_the_server_in_config_toml_with_its_environment_and_a_submit_long_timeout(tmp_path):
@@ -79,17 +81,47 @@ def test_qwen_code_offers_the_tools_at_once_not_behind_its_tool_search(tmp_path)
     assert settings["tools"]["visible"] == ["mcp__epg__status", "mcp__epg__submit", "mcp__epg__feedback", "mcp__epg__finish"]
 
 
+def test_opencode_gets_the_server_as_a_local_server_in_opencode_json_its_tools_allowed(tmp_path):
+    argv, environment = opencode_command("m", 8765, tmp_path, WORKSPACE)
+
+    config = json.loads(Path(environment["OPENCODE_CONFIG"]).read_text())
+    assert config["mcp"] == {MCP_SERVER: {"type": "local", "command": [MCP_COMMAND, "--workspace", "/workspace"],
+                                          "environment": SERVER["env"], "enabled": True,
+                                          "timeout": MCP_TOOL_TIMEOUT_S * 1000}}
+    # opencode names the tools epg_status, epg_submit, ...: all allowed, web fetches still denied.
+    assert config["permission"] == {"edit": "allow", "bash": "allow", "webfetch": "deny", "epg_*": "allow"}
+    assert config["provider"]["epg"]["options"]["baseURL"] == "http://127.0.0.1:8765/v1"  # the rest is unchanged
+    assert argv[-1] == MCP_PROMPT
+
+
+def test_cline_gets_the_server_in_its_mcp_settings_file_beside_its_providers(tmp_path):
+    argv, environment = cline_command("m", 8765, tmp_path, WORKSPACE)
+
+    settings = tmp_path / ".cline" / "data" / "settings"
+    assert json.loads((settings / "cline_mcp_settings.json").read_text()) == {
+        "mcpServers": {MCP_SERVER: {"type": "stdio", **SERVER, "disabled": False, "timeout": MCP_TOOL_TIMEOUT_S}}}
+    assert MCP_TOOL_TIMEOUT_S <= 3600  # Cline caps a server's timeout (seconds) at an hour
+    assert (settings / "providers.json").is_file() and environment == {}
+    assert argv[argv.index("--auto-approve") + 1] == "true"  # every tool, the MCP server's too, runs unasked
+    assert argv[-1] == MCP_PROMPT
+
+
 def test_without_a_workspace_no_cli_gets_an_mcp_server_and_the_prompt_names_the_shell_command(tmp_path):
     codex, _ = codex_command("m", "low", 8765, tmp_path)
     claude, _ = claude_command("m", None, 8765)
     gemini, _ = gemini_command("m", 8765, tmp_path)
     qwen, _ = qwen_command("m", 8765, tmp_path)
+    opencode, environment = opencode_command("m", 8765, tmp_path)
+    cline, _ = cline_command("m", 8765, tmp_path)
 
     assert "mcp_servers" not in tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
     assert "--mcp-config" not in claude
     assert "mcpServers" not in json.loads((tmp_path / ".gemini" / "settings.json").read_text())
     assert "mcpServers" not in json.loads((tmp_path / ".qwen" / "settings.json").read_text())
-    assert all(PROMPT in argv and MCP_PROMPT not in argv for argv in (codex, claude, gemini, qwen))
+    config = json.loads(Path(environment["OPENCODE_CONFIG"]).read_text())
+    assert "mcp" not in config and "epg_*" not in config["permission"]
+    assert not (tmp_path / ".cline" / "data" / "settings" / "cline_mcp_settings.json").exists()
+    assert all(PROMPT in argv and MCP_PROMPT not in argv for argv in (codex, claude, gemini, qwen, opencode, cline))
 
 
 def test_the_prompt_names_the_tools_and_keeps_the_shell_command():
