@@ -104,11 +104,11 @@ def tool_outputs(body: dict) -> list[str]:
 
 
 @contextmanager
-def fake_provider(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The fake provider playing TURNS on a loopback port: yields its base URL and its JSONL log."""
+def fake_provider(tmp_path: Path, turns: list[dict] | None = None) -> Iterator[tuple[str, Path]]:
+    """The fake provider playing turns (TURNS by default) on a loopback port: yields its base URL and its JSONL log."""
     fake = _fake_provider_module()
     log = tmp_path / "provider.jsonl"
-    server = fake.Server(0, fake.Script(TURNS), fake.JsonlLog(str(log)))
+    server = fake.Server(0, fake.Script(TURNS if turns is None else turns), fake.JsonlLog(str(log)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", log

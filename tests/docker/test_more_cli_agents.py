@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 from cli_runs import (
@@ -19,7 +15,6 @@ from cli_runs import (
     GOOD_PARAMS,
     SECRET,
     SECRET_PROBE,
-    _fake_provider_module,
     assert_finished_through_the_relay,
     assert_submitted_and_finished_through_mcp,
     fake_provider,
@@ -50,19 +45,6 @@ TURNS = [
 ]
 
 
-@contextmanager
-def short_fake_provider(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    fake = _fake_provider_module()
-    log = tmp_path / "provider.jsonl"
-    server = fake.Server(0, fake.Script(TURNS), fake.JsonlLog(str(log)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", log
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.parametrize("kind", ["opencode", "cline"])
 def test_new_mcp_capable_agent_run_submits_and_finishes_through_the_mcp_tools(kind, tmp_path, scope, builder):
     with fake_provider(tmp_path) as (upstream, provider_log):
@@ -81,7 +63,7 @@ def test_new_mcp_capable_agent_run_submits_and_finishes_through_the_mcp_tools(ki
 
 @pytest.mark.parametrize("kind", ["aider", "mini-swe-agent"])
 def test_new_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, tmp_path, scope, builder):
-    with short_fake_provider(tmp_path) as (upstream, provider_log):
+    with fake_provider(tmp_path, TURNS) as (upstream, provider_log):
         manifest, run_dir = run_cli_agent({"kind": kind, "model": "fake-model"}, upstream, tmp_path, scope)
     stdout = (run_dir / "agent" / "stdout.log").read_text(errors="replace")
     expected = program_digest([
