@@ -12,6 +12,7 @@ MARKED: dict[str, tuple[str, ...]] = {
     "agents": (
         "tests/docker/test_cli_agents.py",
         "tests/docker/test_node_cli_agents.py",
+        "tests/docker/test_more_cli_agents.py",
         "tests/docker/test_agent_skills_run.py::test_claude_code_finds_the_skills_where_it_looks_and_runs_them_through_evopolicygym_session",
     ),
     # the Kubernetes backend, against the fake API server and kubelet (or a real cluster when KUBECONFIG is set)
@@ -31,6 +32,7 @@ MARKED: dict[str, tuple[str, ...]] = {
         "tests/docker/test_agent_skills_run.py",
         "tests/docker/test_cli_agents.py",
         "tests/docker/test_node_cli_agents.py",
+        "tests/docker/test_more_cli_agents.py",
         "tests/docker/test_k8s_backend.py",
         "tests/docker/test_k8s_conformance.py",
         "tests/docker/test_ci_workflow.py",
