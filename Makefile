@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml sdk/pyproject.toml compat/pyproject.toml orchestrator/i
 	touch $(STAMP)
 
 setup: $(STAMP)
+	# Bytecode for the editable packages, so a command imports them compiled even where PYTHONDONTWRITEBYTECODE is set
+	# (about 0.3 s of every command; compileall skips what is up to date).
+	$(BIN)/python -m compileall -q orchestrator sdk/epg_sdk compat/evopolicygym bench
 
 docker:
 	bash scripts/ensure-docker.sh
