@@ -14,8 +14,9 @@ import pytest
 import yaml
 from programs import STEADY
 from support.cli import run_cli
+from support.engine_events import ContainerCreations
 
-from orchestrator.backends.labels import ROLE, selector
+from orchestrator.backends.labels import ROLE, SANDBOX, selector
 from orchestrator.kernel.program import capture_program
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,8 +49,8 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
         "finish": "all",
     })
     run_dir = tmp_path / "run"
-    began = int(time.time()) - 1
-    result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
+    with ContainerCreations(engine.client) as created:
+        result = run_cli("run", str(spec), "-o", str(run_dir), "--json", scope=scope)
     assert result.exit_code == 0, result.stderr
     manifest = json.loads(result.stdout)
     assert manifest["terminal_reason"] == "finish_called"
@@ -115,9 +116,7 @@ def test_scripted_run_on_cartpole_keeps_complete_records(tmp_path, write_program
     assert not any(payload in workspace_text for payload in pool_payloads)
     # Forked: a lane container held the sandboxes, no policy container was started, and nothing is left.
     (sandbox_id,) = {e["sandbox"] for e in events(run_dir) if e["type"] == "started"}
-    created = engine.client.events(since=began, until=int(time.time()) + 1, decode=True,
-                                   filters={"type": "container", "event": "create", "label": selector(sandbox=sandbox_id)})
-    roles = sorted(e["Actor"]["Attributes"][ROLE] for e in created)
+    roles = sorted(e["Actor"]["Attributes"][ROLE] for e in created.labelled(**{SANDBOX: sandbox_id}))
     assert "lane" in roles and "runner" in roles and "policy" not in roles, roles
     assert engine.client.containers.list(all=True, filters={"label": selector(scope=scope)}, sparse=True) == []
 

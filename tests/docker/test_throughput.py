@@ -6,8 +6,9 @@ import threading
 import time
 
 from programs import STEADY
+from support.engine_events import ContainerCreations
 
-from orchestrator.backends.labels import selector
+from orchestrator.backends.labels import ROLE, SANDBOX, selector
 from orchestrator.backends.settings import SandboxTuning
 from orchestrator.kernel.evaluation import evaluate_program, evaluate_programs
 from orchestrator.kernel.program import capture_program
@@ -91,17 +92,15 @@ def test_a_known_episode_count_bounds_the_pool(open_sandbox, write_program, engi
     """A command that knows it runs 3 Episodes starts 3 policy containers (one more when its 2 lanes took them
     unevenly: a lane's container serves only that lane), not a full pool it would remove unused."""
     program = capture_program(write_program(STEADY))
-    began = int(time.time()) - 1
-    with open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=8, episodes=3)) as sandbox:
+    with ContainerCreations(engine.client) as created, open_sandbox(tuning=SandboxTuning(concurrency=2, pool_size=8, episodes=3)) as sandbox:
         evaluation = evaluate_program(sandbox, program, split="train", seed=0, episodes=3)
         # Nothing more is to come: the pool counts itself full with what it has (an unbounded one would want 8 ready).
         assert sandbox.container_pool.wait_until_full(0)
         assert sandbox.container_pool.ready_count() <= 1
         sandbox_id = sandbox.labels.sandbox
     assert [o.steps for o in evaluation.feedback.episodes] == [500] * 3
-    filters = {"type": "container", "event": "create", "label": selector(sandbox=sandbox_id, role="policy")}
-    created = list(engine.client.events(since=began, until=int(time.time()) + 1, filters=filters, decode=True))
-    assert 3 <= len(created) <= 4, [e.get("Actor", {}).get("Attributes", {}).get("name") for e in created]
+    policies = created.labelled(**{SANDBOX: sandbox_id, ROLE: "policy"})
+    assert 3 <= len(policies) <= 4, [e.get("Actor", {}).get("Attributes", {}).get("name") for e in policies]
 
 
 def test_a_long_cold_batch_removes_used_containers_beyond_keep_used_as_it_goes(open_sandbox, write_program, engine):
