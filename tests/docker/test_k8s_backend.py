@@ -78,6 +78,7 @@ import os
 def make_policy(context):
     class Policy:
         def act(self, observation):
+            os.write(2, b"last words before the exit")
             os._exit(3)
     return Policy()
 """
@@ -161,6 +162,10 @@ def test_episodes_on_the_cluster_give_the_docker_sandboxs_outcomes_in_fresh_hard
     assert {o[2].value for o in crashing} == {"exception"} and {o[4] for o in crashing} == {2}
     assert {o[3] for o in exiting} == {"the policy process exited with status 3 before the Episode ended"}
     assert "hello from the policy" in on_cluster[0].feedback.episodes[0].output_tail
+    # A policy that dies without its goodbye: its output is read from the Pod's output volume (read_tail), as the
+    # Docker sandbox reads a dead policy container's log.
+    for run in (on_cluster[1], on_docker[1]):
+        assert all("last words before the exit" in e.output_tail for e in run.feedback.episodes), [e.output_tail for e in run.feedback.episodes]
     # The policy runs as 10001 and sees neither the runner's socket nor a writable Program, root or token.
     seen = json.loads(probe.reason[probe.reason.index("{"):])
     assert seen == {"uid": 10001, "io": [], "exchange": False, "program": "OSError:30", "root": "OSError:30", "tmp": "written",

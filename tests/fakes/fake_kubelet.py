@@ -2,9 +2,10 @@
 
 The translation is the hardened Docker spec (orchestrator.backends.container_spec
 through DockerEngine.start): the Pod's securityContext user, its read-only root,
-memory and CPU limits, memory emptyDirs as tmpfs (/dev/shm as the shm size),
-disk emptyDirs as bind mounts of one host directory per volume (0777, as a
-kubelet makes them), readOnly mounts read-only. Every container gets no
+memory and CPU limits, memory emptyDirs as tmpfs (/dev/shm as the shm size; one
+that several containers mount as one labelled Docker tmpfs volume they share, as
+a Pod's containers share it), disk emptyDirs as bind mounts of one host
+directory per volume (0777, as a kubelet makes them), readOnly mounts read-only. Every container gets no
 network at all, which is stricter than a Pod under a deny-all NetworkPolicy
 (its containers share the Pod's loopback; ours do not, and nothing of ours
 listens on TCP). runtimeClassName "gvisor" maps to runsc. A monitor thread turns
@@ -35,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from docker.types import Mount
+
 from orchestrator.backends.container_spec import BindMount, ContainerSpec, to_docker_kwargs
 from orchestrator.backends.engine import DockerEngine
 from orchestrator.backends.labels import MANAGED
@@ -56,17 +59,42 @@ def _nano_cpus(quantity: str) -> int:
     return int(quantity[:-1]) * 1_000_000 if quantity.endswith("m") else int(float(quantity) * 1e9)
 
 
+def shared_memory_volumes(pod: dict[str, Any]) -> dict[str, int]:
+    """Name -> size in bytes of each memory emptyDir of pod that more than one of its containers mounts (not as /dev/shm)."""
+    users: dict[str, int] = {}
+    for container in pod["spec"]["containers"]:
+        for mount in container.get("volumeMounts", []):
+            if mount["mountPath"] != "/dev/shm":
+                users[mount["name"]] = users.get(mount["name"], 0) + 1
+    shared = {}
+    for volume in pod["spec"].get("volumes", []):
+        empty = volume.get("emptyDir", {})
+        if empty.get("medium") == "Memory" and users.get(volume["name"], 0) > 1:
+            shared[volume["name"]] = _bytes(empty.get("sizeLimit", "64Mi"))
+    return shared
+
+
+def volume_mounts(container: dict[str, Any], docker_volumes: dict[str, str]) -> list[Mount]:
+    """The Docker volume mounts of container for the Pod's shared memory emptyDirs (volume name -> Docker volume)."""
+    return [Mount(target=m["mountPath"], source=docker_volumes[m["name"]], type="volume", read_only=bool(m.get("readOnly")))
+            for m in container.get("volumeMounts", []) if m["name"] in docker_volumes and m["mountPath"] != "/dev/shm"]
+
+
 def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: dict[str, Path], pids_limit: int,
                    service: tuple[str, int] | None = None) -> ContainerSpec:
     """The hardened Docker spec of one container of pod (pure apart from the volume directories given); service is the
-    API server's address the kubelet puts in every container's environment."""
+    API server's address the kubelet puts in every container's environment. A memory emptyDir that several containers
+    share is not in it: volume_mounts() gives its mount."""
     volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    shared = shared_memory_volumes(pod)
     context = container.get("securityContext") or {}
     tmpfs: dict[str, str] = {}
     mounts: list[BindMount] = []
     shm = 64 * 1024 * 1024
     for mount in sorted(container.get("volumeMounts", []), key=lambda m: m["mountPath"].count("/")):
         empty = volumes[mount["name"]].get("emptyDir", {})
+        if mount["name"] in shared and mount["mountPath"] != "/dev/shm":
+            continue
         if empty.get("medium") == "Memory":
             size = _bytes(empty.get("sizeLimit", "64Mi"))
             if mount["mountPath"] == "/dev/shm":
@@ -190,7 +218,7 @@ class FakeKubelet:
     def _start_pod(self, pod: dict[str, Any]) -> None:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         directory = self._root / f"{namespace}-{name}"
-        record: dict[str, Any] = {"containers": {}, "dir": directory, "images": {}, "logs": {}, "limits": {}}
+        record: dict[str, Any] = {"containers": {}, "dir": directory, "images": {}, "logs": {}, "limits": {}, "volumes": []}
         with self._lock:
             self._pods[(namespace, name)] = record
         volume_dirs = {}
@@ -200,38 +228,56 @@ class FakeKubelet:
             path.chmod(0o777)
             volume_dirs[volume["name"]] = path
         try:
+            docker_volumes = {}
+            for volume, size in shared_memory_volumes(pod).items():
+                with self._lock:
+                    if record.get("deleted"):
+                        return
+                    made = self._engine.client.volumes.create(
+                        f"fake-{name}-{volume}", driver="local", labels={**pod["metadata"]["labels"], MANAGED: "true"},
+                        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={size},mode=0777,nosuid,nodev"})
+                    record["volumes"].append(made)
+                docker_volumes[volume] = made.name
             host_network = not self.network_policy_enforced
             for container in pod["spec"]["containers"]:
                 spec = container_spec(pod, container, volume_dirs, self._pids, self.service_address)
                 with self._lock:
                     if record.get("deleted"):
                         return
-                started = self._start(spec, host_network)
+                started = self._start(spec, host_network, volume_mounts(container, docker_volumes))
                 started.reload()
                 with self._lock:
                     record["containers"][container["name"]] = started
                     record["images"][container["name"]] = started.attrs.get("Image", "")
                     record["logs"][container["name"]] = started.attrs.get("LogPath", "")
                     record["limits"][container["name"]] = container["resources"]["limits"].get("ephemeral-storage", "")
-                    if record.get("deleted"):
-                        break
+                    deleted = bool(record.get("deleted"))
+                if deleted:  # deleted while this container started: delete_pod has missed it and the volumes it uses
+                    self._engine.remove(started)
+                    self._remove_volumes(record)
+                    break
         except Exception as exc:  # the fake reports what a kubelet would: the Pod failed
             log.warning("fake kubelet could not start %s: %s", name, exc)
             self._store.update("Pod", namespace, name, lambda p, m=str(exc): p["status"].update(phase="Failed", message=m))
 
-    def _start(self, spec: ContainerSpec, host_network: bool) -> Any:
-        """Start spec's container, pulling an image of a loopback registry first when the engine lacks it."""
+    def _start(self, spec: ContainerSpec, host_network: bool, volumes: list[Mount]) -> Any:
+        """Start spec's container with the shared volumes' mounts, pulling an image of a loopback registry first when the
+        engine lacks it."""
         registry = spec.image.partition("/")[0]
         if registry.startswith(("127.0.0.1:", "localhost:")) and not self._has_image(spec.image):
             self._engine.client.images.pull(spec.image)
-        if not host_network:
-            return self._engine.start(spec)
         kwargs = to_docker_kwargs(spec)
-        kwargs.pop("network_disabled", None)
-        kwargs.pop("hostname", None)  # the engine refuses a hostname in the host's network namespace
-        kwargs["network_mode"] = "host"
+        kwargs["mounts"] = [*kwargs["mounts"], *volumes]
+        if host_network:
+            kwargs.pop("network_disabled", None)
+            kwargs.pop("hostname", None)  # the engine refuses a hostname in the host's network namespace
+            kwargs["network_mode"] = "host"
         container = self._engine.client.containers.create(**kwargs)
-        container.start()
+        try:
+            container.start()
+        except Exception:
+            self._engine.remove(container)
+            raise
         return container
 
     def _has_image(self, reference: str) -> bool:
@@ -276,7 +322,18 @@ class FakeKubelet:
             containers = list(record["containers"].values())
         for container in containers:
             self._engine.remove(container)
+        self._remove_volumes(record)
         shutil.rmtree(record["dir"], ignore_errors=True)
+
+    def _remove_volumes(self, record: dict[str, Any]) -> None:
+        """Remove the Pod's shared volumes (after its containers); a Pod still starting removes what it made later."""
+        with self._lock:
+            volumes, record["volumes"] = record["volumes"], []
+        for volume in volumes:
+            try:
+                volume.remove(force=True)
+            except Exception as exc:
+                log.warning("fake kubelet could not remove volume %s: %s", volume.name, exc)
 
     # status ------------------------------------------------------------------------
 
@@ -351,4 +408,5 @@ class FakeKubelet:
         for record in pods:
             for container in record["containers"].values():
                 self._engine.remove(container)
+            self._remove_volumes(record)
         shutil.rmtree(self._root, ignore_errors=True)
