@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from docker.types import Mount
 
@@ -74,10 +74,15 @@ def shared_memory_volumes(pod: dict[str, Any]) -> dict[str, int]:
     return shared
 
 
+def _in_shared_volume(mount: dict[str, Any], shared: Iterable[str]) -> bool:
+    """Whether a container's volumeMount is of a shared memory emptyDir (names in shared), and so a Docker volume's."""
+    return mount["name"] in shared and mount["mountPath"] != "/dev/shm"
+
+
 def volume_mounts(container: dict[str, Any], docker_volumes: dict[str, str]) -> list[Mount]:
     """The Docker volume mounts of container for the Pod's shared memory emptyDirs (volume name -> Docker volume)."""
     return [Mount(target=m["mountPath"], source=docker_volumes[m["name"]], type="volume", read_only=bool(m.get("readOnly")))
-            for m in container.get("volumeMounts", []) if m["name"] in docker_volumes and m["mountPath"] != "/dev/shm"]
+            for m in container.get("volumeMounts", []) if _in_shared_volume(m, docker_volumes)]
 
 
 def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: dict[str, Path], pids_limit: int,
@@ -93,7 +98,7 @@ def container_spec(pod: dict[str, Any], container: dict[str, Any], volume_dirs: 
     shm = 64 * 1024 * 1024
     for mount in sorted(container.get("volumeMounts", []), key=lambda m: m["mountPath"].count("/")):
         empty = volumes[mount["name"]].get("emptyDir", {})
-        if mount["name"] in shared and mount["mountPath"] != "/dev/shm":
+        if _in_shared_volume(mount, shared):
             continue
         if empty.get("medium") == "Memory":
             size = _bytes(empty.get("sizeLimit", "64Mi"))
@@ -230,13 +235,15 @@ class FakeKubelet:
         try:
             docker_volumes = {}
             for volume, size in shared_memory_volumes(pod).items():
+                made = self._engine.client.volumes.create(
+                    f"fake-{name}-{volume}", driver="local", labels={**pod["metadata"]["labels"], MANAGED: "true"},
+                    driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={size},mode=0777,nosuid,nodev"})
                 with self._lock:
-                    if record.get("deleted"):
-                        return
-                    made = self._engine.client.volumes.create(
-                        f"fake-{name}-{volume}", driver="local", labels={**pod["metadata"]["labels"], MANAGED: "true"},
-                        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={size},mode=0777,nosuid,nodev"})
                     record["volumes"].append(made)
+                    deleted = bool(record.get("deleted"))
+                if deleted:  # deleted meanwhile: delete_pod has missed this volume
+                    self._remove_volumes(record)
+                    return
                 docker_volumes[volume] = made.name
             host_network = not self.network_policy_enforced
             for container in pod["spec"]["containers"]:
