@@ -1,17 +1,18 @@
 """Reaping of orphans: what orchestrator processes left behind when they died, on the Docker engine and on a cluster.
 
 Everything the orchestrator creates carries its owner label (`backends.labels`); an owner that no longer runs
-(a pid of this host that is gone, or a cluster owner whose heartbeat Lease went stale) is reaped by label.
+(a pid of this host that is gone, or a cluster owner whose heartbeat Lease went stale) is reaped by label. The work
+directories of this host's dead processes go with them (`backends.workdirs`).
 """
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import TYPE_CHECKING
 
 from orchestrator.backends.engine import DockerEngine, ReapReport
 from orchestrator.backends.labels import OWNER, selector
+from orchestrator.backends.workdirs import pid_is_dead, reap_work_dirs
 
 if TYPE_CHECKING:
     from orchestrator.backends.kubernetes.cluster import Cluster, ClusterReapReport
@@ -20,15 +21,7 @@ if TYPE_CHECKING:
 def owner_is_dead(owner: str) -> bool:
     """Return True when owner (hostname:pid) names a process of this host that no longer exists."""
     host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return host == socket.gethostname() and pid.isdigit() and pid_is_dead(int(pid))
 
 
 def reap_orphans(engine: DockerEngine) -> ReapReport:
@@ -41,6 +34,8 @@ def reap_orphans(engine: DockerEngine) -> ReapReport:
             total.networks += report.networks
             total.volumes += report.volumes
             total.errors += report.errors
+    directories = reap_work_dirs()
+    total.directories, total.errors = len(directories.removed), total.errors + directories.errors
     return total
 
 
@@ -62,4 +57,6 @@ def reap_cluster_orphans(cluster: Cluster) -> ClusterReapReport:
         total.network_policies += report.network_policies
         total.leases += report.leases
         total.errors += report.errors
+    directories = reap_work_dirs()
+    total.directories, total.errors = len(directories.removed), total.errors + directories.errors
     return total

@@ -26,11 +26,12 @@ class ReapReport:
     containers: int = 0
     networks: int = 0
     volumes: int = 0
+    directories: int = 0  # work directories of dead processes (orchestrator.backends.workdirs)
     errors: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
-        return self.containers + self.networks + self.volumes
+        return self.containers + self.networks + self.volumes + self.directories
 
 
 class DockerEngine:

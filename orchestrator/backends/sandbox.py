@@ -15,7 +15,6 @@ import logging
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from orchestrator.backends.labels import LabelSet, selector
 from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
+from orchestrator.backends.workdirs import make_work_dir
 from orchestrator.backends.zygote import ForkedSlot, LaneZygote, lane_spec
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
@@ -70,7 +70,6 @@ CPU_BACKSTOP_MIN_S = 3600
 class _Lane:
     index: int
     cpu: str
-    exchange: Path
     runner: Any = None
     channel: grpc.Channel | None = None
     stub: runner_pb2_grpc.EnvironmentRunnerStub | None = None
@@ -104,17 +103,15 @@ class DockerSandbox:
         self._limits = limits
         self._tuning = tuning
         self._labels = labels or LabelSet(sandbox=secrets.token_hex(6), owner="")
-        # The Host's own (0700 from mkdtemp): each slot's policy.sock below admits the first connection, and no other
-        # local user may be it. Containers reach their parts through bind mounts, which need no path through here.
-        self._root = Path(tempfile.mkdtemp(prefix="epg-", dir=workdir))
-        self._programs = self._root / "programs"
+        self._workdir = workdir
+        # Made on entering (backends.workdirs.make_work_dir): the Host's own (0700), so each slot's policy.sock below admits the
+        # first connection and no other local user may be it. Containers reach their parts through bind mounts, which
+        # need no path through here.
+        self._root: Path | None = None
         self._lock = threading.Lock()
         self._counter = 0
         cpus = sorted(os.sched_getaffinity(0), reverse=True)
-        self._lanes = [
-            _Lane(index=i, cpu=str(cpus[i % len(cpus)]) if limits.pin_cpu else "", exchange=self._root / f"lane{i}")
-            for i in range(tuning.lanes())
-        ]
+        self._lanes = [_Lane(index=i, cpu=str(cpus[i % len(cpus)]) if limits.pin_cpu else "") for i in range(tuning.lanes())]
         self._container_pool: ContainerPool | None = None
         self._benchmark: BenchmarkInfo | None = None  # described once: its time limits apply to every Episode
 
@@ -147,11 +144,12 @@ class DockerSandbox:
     def __enter__(self) -> DockerSandbox:
         try:
             self._require_runtime()
+            self._root = make_work_dir("sandbox", self._workdir)
             self._programs.mkdir(mode=0o755)
             os.chmod(self._programs, 0o755)
             for lane in self._lanes:
-                lane.exchange.mkdir(mode=0o755)
-                os.chmod(lane.exchange, 0o755)
+                self._exchange(lane).mkdir(mode=0o755)
+                os.chmod(self._exchange(lane), 0o755)
             # A lane's runner and its lane container (forked isolation) start side by side: neither needs the other.
             starts: list[Callable[[_Lane], None]] = [self._start_runner]
             if self._forked:
@@ -183,7 +181,21 @@ class DockerSandbox:
         report = self._engine.reap(selector(sandbox=self._labels.sandbox))
         for error in report.errors:
             log.error("leaked after reaping: %s", error)
-        shutil.rmtree(self._root, ignore_errors=True)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    @property
+    def _work(self) -> Path:
+        assert self._root is not None, "use DockerSandbox as a context manager"
+        return self._root
+
+    @property
+    def _programs(self) -> Path:
+        return self._work / "programs"
+
+    def _exchange(self, lane: _Lane) -> Path:
+        return self._work / f"lane{lane.index}"
 
     def _require_runtime(self) -> None:
         """Raise InfrastructureError(ENGINE_UNAVAILABLE) when the engine lacks the requested runtime, or when forked
@@ -212,11 +224,11 @@ class DockerSandbox:
         return self._tuning.isolation == "forked"
 
     def _start_zygote(self, lane: _Lane) -> None:
-        control = self._root / f"control{lane.index}"
+        control = self._work / f"control{lane.index}"
         control.mkdir(mode=0o777)
         os.chmod(control, 0o777)  # the zygote (POLICY_UID) makes its socket here; the Host's 0700 root guards the path
         spec = lane_spec(image=self._images.policy_runtime, labels=self._labels.for_role("lane"),
-                         name=f"epg-lane-{self._labels.sandbox}-{lane.index}", exchange=lane.exchange,
+                         name=f"epg-lane-{self._labels.sandbox}-{lane.index}", exchange=self._exchange(lane),
                          programs=self._programs, control=control, limits=self._limits, cpu=lane.cpu,
                          tail_bytes=self._limits.episode.output_tail_bytes)
         lane.zygote = LaneZygote.start(self._engine, spec, control)
@@ -230,7 +242,7 @@ class DockerSandbox:
             command=("python3", "-m", "epg_sdk.runtime.runner", "--entry", self._images.benchmark_entry, "--exchange", EXCHANGE_MOUNT),
             labels=self._labels.for_role("runner"),
             user=f"{os.getuid()}:{os.getgid()}",
-            mounts=(BindMount(source=str(lane.exchange), target=EXCHANGE_MOUNT, read_only=False),),
+            mounts=(BindMount(source=str(self._exchange(lane)), target=EXCHANGE_MOUNT, read_only=False),),
             memory_bytes=2 * 1024 * 1024 * 1024,
             nano_cpus=0,
             cpuset_cpus=lane.cpu,
@@ -241,7 +253,7 @@ class DockerSandbox:
             name=f"epg-runner-{self._labels.sandbox}-{lane.index}",
         )
         lane.runner = self._engine.start(spec)
-        socket_path = lane.exchange / "runner.sock"
+        socket_path = self._exchange(lane) / "runner.sock"
         deadline = time.monotonic() + RUNNER_READY_S
         next_check = 0.0
         while not socket_path.exists():
@@ -364,7 +376,7 @@ class DockerSandbox:
         with self._lock:
             self._counter += 1
             name = f"ep{self._counter:06d}-{secrets.token_hex(3)}"
-        slot = Slot(lane=lane_index, name=name, io_dir=lane.exchange / name, program_dir=self._programs / name)
+        slot = Slot(lane=lane_index, name=name, io_dir=self._exchange(lane) / name, program_dir=self._programs / name)
         slot.io_dir.mkdir(mode=0o755)
         os.chmod(slot.io_dir, 0o755)
         slot.program_dir.mkdir(mode=0o755)

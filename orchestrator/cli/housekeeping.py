@@ -26,6 +26,8 @@ def gc(
 ) -> None:
     """Reap leftover containers, networks and volumes by label (by default those of dead processes).
 
+    Without --scope, also removes the work directories (sockets, copies of Programs) that dead orchestrator processes
+    of this host left in the temporary directory; a running process's are kept, even with --all.
     With --backend kubernetes: the Pods and NetworkPolicies of the namespace, by label selector.
     Exit status: 0 reaped (or nothing to reap), 3 the engine did not answer or refused a removal.
     """
@@ -33,6 +35,7 @@ def gc(
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
     from orchestrator.backends.labels import selector
+    from orchestrator.backends.workdirs import reap_work_dirs
     from orchestrator.orphans import reap_orphans
 
     json_mode(as_json)
@@ -40,16 +43,22 @@ def gc(
         return _gc_cluster(ClusterTarget(context=context, namespace=namespace), all_, scope, as_json)
     try:
         engine = DockerEngine.connect()
-        if all_ or scope:
-            report = engine.reap(selector(scope=scope) if scope else selector())
+        if scope:
+            report = engine.reap(selector(scope=scope))
+        elif all_:
+            report = engine.reap(selector())
+            directories = reap_work_dirs()
+            report.directories, report.errors = len(directories.removed), report.errors + directories.errors
         else:
             report = reap_orphans(engine)
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     if as_json:
-        print_json({"containers": report.containers, "networks": report.networks, "volumes": report.volumes, "errors": report.errors})
+        print_json({"containers": report.containers, "networks": report.networks, "volumes": report.volumes,
+                    "directories": report.directories, "errors": report.errors})
     else:
-        out.print(f"reaped {report.containers} containers, {report.networks} networks, {report.volumes} volumes")
+        out.print(f"reaped {report.containers} containers, {report.networks} networks, {report.volumes} volumes, "
+                  f"{report.directories} work directories")
     if report.errors:
         if as_json:  # the JSON above holds the errors already
             raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
@@ -71,9 +80,10 @@ def _gc_cluster(target: ClusterTarget, all_: bool, scope: str, as_json: bool) ->
     except InfrastructureError as exc:
         fail_infrastructure(exc)
     if as_json:
-        print_json({"pods": report.pods, "network_policies": report.network_policies, "errors": report.errors})
+        print_json({"pods": report.pods, "network_policies": report.network_policies, "directories": report.directories,
+                    "errors": report.errors})
     else:
-        out.print(f"reaped {report.pods} pods, {report.network_policies} network policies")
+        out.print(f"reaped {report.pods} pods, {report.network_policies} network policies, {report.directories} work directories")
     if report.errors:
         if as_json:
             raise typer.Exit(int(ExitCode.INFRASTRUCTURE))

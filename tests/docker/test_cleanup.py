@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import io
+import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from support.cli import invoke_cli
 
 from orchestrator.backends.container_spec import ContainerSpec
 from orchestrator.backends.labels import CHECKOUT, IMAGE, INPUTS, MANAGED, PACKAGE, SCOPE, LabelSet, owner_id, selector
+from orchestrator.backends.workdirs import make_work_dir
 from orchestrator.images.builder import ImageBuilder, default_cache_dir
 from orchestrator.images.catalogue import discover
 from orchestrator.images.ownership import Ledger, path_id
@@ -45,8 +49,14 @@ def test_sandbox_leaves_no_container_even_when_policies_crash(open_sandbox, writ
 
 
 def test_leftovers_of_a_dead_process_are_reaped_and_live_ones_kept(engine, images, scope):
-    orphan = _labelled(engine, images, scope, _dead_owner(), "orphan-sandbox")
+    dead = _dead_owner()
+    orphan = _labelled(engine, images, scope, dead, "orphan-sandbox")
     alive = _labelled(engine, images, scope, owner_id(), "live-sandbox")
+    # Work directories as a killed Host leaves them (its pid in the name) and as this live process has one.
+    orphan_dir = Path(tempfile.gettempdir()) / f"epg-sandbox-{dead.rpartition(':')[2]}-{secrets.token_hex(4)}"
+    orphan_dir.mkdir(mode=0o700)
+    (orphan_dir / "lane0").mkdir()
+    live_dir = make_work_dir("sandbox")
     try:
         report = reap_orphans(engine)
         remaining = {c.id for c in engine.client.containers.list(all=True, filters={"label": selector(scope=scope)})}
@@ -55,9 +65,12 @@ def test_leftovers_of_a_dead_process_are_reaped_and_live_ones_kept(engine, image
         assert report.errors == []
         assert orphan.id not in remaining
         assert alive.id in remaining
+        assert not orphan_dir.exists() and live_dir.is_dir()
     finally:
         engine.remove(alive)
         engine.remove(orphan)
+        shutil.rmtree(orphan_dir, ignore_errors=True)
+        shutil.rmtree(live_dir)
 
 
 def test_gc_all_reaps_by_scope_label(engine, images, scope):

@@ -88,14 +88,14 @@ def test_gc_scope_json_counts_what_it_reaped_and_leaves_other_scopes_alone(image
     try:
         result = invoke_cli("gc", "--scope", own, "--json")
         assert result.exit_code == 0, result.stderr
-        assert result.json() == {"containers": 1, "networks": 1, "volumes": 1, "errors": []}
+        assert result.json() == {"containers": 1, "networks": 1, "volumes": 1, "directories": 0, "errors": []}
         for gone in (lambda: engine.client.containers.get(container.id), lambda: engine.client.networks.get(network.id),
                      lambda: engine.client.volumes.get(volume.name)):
             with pytest.raises(NotFound):
                 gone()
         assert engine.client.containers.get(bystander.id).labels[SCOPE] == other
         again = invoke_cli("gc", "--scope", own, "--json")
-        assert again.json() == {"containers": 0, "networks": 0, "volumes": 0, "errors": []}
+        assert again.json() == {"containers": 0, "networks": 0, "volumes": 0, "directories": 0, "errors": []}
     finally:
         engine.reap(selector(scope=own))
         engine.reap(selector(scope=other))

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -198,6 +199,8 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
     owner = next(e["owner"] for e in before if e["type"] == "started")
     left = engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True)
     assert {c.attrs["Labels"]["org.evopolicygym.role"] for c in left} >= {"runner", "policy"}, "the killed run left its containers"
+    work_dirs = list(Path(tempfile.gettempdir()).glob(f"epg-sandbox-{process.pid}-*"))
+    assert work_dirs and all((d / "lane0" / "runner.sock").exists() for d in work_dirs), "the killed run left its work directory"
 
     result = run_cli("run", "--resume", str(run_dir), "--json", scope=scope)
     assert result.exit_code == 0, result.stderr
@@ -217,6 +220,7 @@ def test_killed_run_resumes_without_spending_an_episode_twice(tmp_path, write_pr
     assert [e["attempt"] for e in after if e["type"] == "agent_started"] == [1, 2]
     assert manifest["terminal_reason"] == "finish_called" and manifest["phase"] == "done"
     assert engine.client.containers.list(all=True, filters={"label": selector(owner=owner)}, sparse=True) == []
+    assert not any(d.exists() for d in work_dirs), "the resumed run (or another's start) reaped the dead one's work directory"
 
 
 def test_the_published_rule_validates_every_completed_submission_and_breaks_a_tie_to_the_latest(tmp_path, write_program, scope):

@@ -3,6 +3,7 @@ its Episodes, unless the spec (or the evaluate command line) chose a deadline it
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from concurrent import futures
 from pathlib import Path
@@ -84,7 +85,7 @@ def test_the_docker_sandbox_sends_the_benchmarks_deadlines_with_each_episode(tmp
     runner = _Runner()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     runner_pb2_grpc.add_EnvironmentRunnerServicer_to_server(runner, server)
-    socket = Path(tempfile.mkdtemp(prefix="epg-tl-")) / "runner.sock"
+    socket = Path(tempfile.mkdtemp(prefix="epg-tl-")) / "runner.sock"  # short: a Unix socket's path, removed below
     server.add_insecure_port(f"unix:{socket}")
     server.start()
     limits = SandboxLimits(chosen_deadlines=chosen)
@@ -104,6 +105,7 @@ def test_the_docker_sandbox_sends_the_benchmarks_deadlines_with_each_episode(tmp
             if lane.channel is not None:
                 lane.channel.close()
         server.stop(None)
+        shutil.rmtree(socket.parent)
     assert [o.index for o in outcomes] == [0, 1]
     # With only the Episode deadline chosen, the step limit is still the Benchmark's.
     assert [(m.step_deadline_s, m.episode_deadline_s) for m in runner.limits] == [expected] * 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import socket
 import tempfile
 import threading
@@ -279,6 +280,7 @@ def test_the_runs_relay_record_is_bounded_and_reaching_it_ends_the_phase(upstrea
                 statuses.append(read_answer(client).split(b" ", 2)[1])
     finally:
         relay.close()
+        shutil.rmtree(socket_path.parent)
     entries = [json.loads(line) for line in (folder / "exchanges.2.jsonl").read_text().splitlines()]
     with_bodies = [e for e in entries if e["request"]]
     assert len(with_bodies) == 1  # 30 kB + one entry of 2 x 10 kB fit; the next would pass the bound

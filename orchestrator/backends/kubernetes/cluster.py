@@ -41,11 +41,12 @@ class ClusterReapReport:
     pods: int = 0
     network_policies: int = 0
     leases: int = 0
+    directories: int = 0  # this host's work directories of dead processes (orchestrator.backends.workdirs)
     errors: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
-        return self.pods + self.network_policies + self.leases
+        return self.pods + self.network_policies + self.leases + self.directories
 
 
 def _api_error(message: str, exc: BaseException) -> InfrastructureError:

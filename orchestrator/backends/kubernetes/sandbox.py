@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import secrets
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,6 +56,7 @@ from orchestrator.backends.labels import LabelSet
 from orchestrator.backends.lanes import episode_budget_s, run_over_lanes, runner_channel
 from orchestrator.backends.pool import ContainerPool, Slot
 from orchestrator.backends.settings import SandboxImages, SandboxLimits, SandboxTuning, benchmark_limits
+from orchestrator.backends.workdirs import make_work_dir
 from orchestrator.kernel.infrastructure import InfraErrorCode, InfrastructureError
 from orchestrator.kernel.outcomes import EpisodeOutcome
 from orchestrator.kernel.ports import BenchmarkInfo, EpisodeJob, EvaluationFeedback, PlannedEpisode
@@ -127,7 +127,8 @@ class KubernetesSandbox:
         self._settings = settings or ClusterSettings(namespace=cluster.namespace)
         self._labels = replace(labels or LabelSet(sandbox=secrets.token_hex(6), owner=""), owner=process_owner())
         self._heartbeat: Heartbeat | None = None
-        self._root = Path(tempfile.mkdtemp(prefix="epg-k8s-", dir=workdir))
+        self._workdir = workdir
+        self._root: Path | None = None  # made on entering (backends.workdirs.make_work_dir): the relays' sockets
         self._lock = threading.Lock()
         self._counter = 0
         self._lanes = tuning.lanes()
@@ -143,6 +144,11 @@ class KubernetesSandbox:
     @property
     def images(self) -> SandboxImages:
         return self._images
+
+    @property
+    def _work(self) -> Path:
+        assert self._root is not None, "use KubernetesSandbox as a context manager"
+        return self._root
 
     @property
     def cluster(self) -> Cluster:
@@ -161,6 +167,7 @@ class KubernetesSandbox:
 
     def __enter__(self) -> KubernetesSandbox:
         try:
+            self._root = make_work_dir("k8s", self._workdir)
             sandbox_id = self._labels.sandbox
             self._images = pin_images(self._images, self._resolve or registry_resolver())
             self._heartbeat = Heartbeat(self._cluster, name=f"epg-hb-{sandbox_id}", labels=self._labels.for_role(HEARTBEAT_ROLE),
@@ -205,7 +212,9 @@ class KubernetesSandbox:
                 log.error("leaked after reaping: %s", error)
         except InfrastructureError as exc:
             log.error("could not reap the sandbox's objects (`epg-orchestrate gc --backend kubernetes` will): %s", exc)
-        shutil.rmtree(self._root, ignore_errors=True)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
     def _create_pod(self, manifest: dict[str, Any], wait: bool = True) -> None:
         problems = hardening_problems(manifest, runtime_class_name=self._settings.runtime_class_name)
@@ -240,7 +249,7 @@ class KubernetesSandbox:
 
     def _link(self, pod: str) -> _PodLink:
         """Open the relay to pod's runner and wait until the runner answers."""
-        relay = ExecRelay(self._cluster, pod, RUNNER_CONTAINER, f"{EXCHANGE_MOUNT}/runner.sock", self._root / f"{pod}.sock")
+        relay = ExecRelay(self._cluster, pod, RUNNER_CONTAINER, f"{EXCHANGE_MOUNT}/runner.sock", self._work / f"{pod}.sock")
         channel = runner_channel(f"unix:{relay.path}")
         link = _PodLink(pod=pod, relay=relay, channel=channel, stub=runner_pb2_grpc.EnvironmentRunnerStub(channel))
         try:
