@@ -300,7 +300,9 @@ def aider_command(model: str, port: int, home: Path) -> tuple[list[str], dict[st
 
 def mini_swe_agent_command(model: str, port: int, home: Path) -> tuple[list[str], dict[str, str]]:
     """mini-SWE-agent's `mini` with its bash tool, no confirmation (yolo), no cost limit (the relay counts), ending
-    when the agent says it is done; its trajectory stays in the agent's home."""
+    when the agent says it is done; its trajectory stays in the agent's home. Its default configuration, but with a
+    command's time limit as long as a submit's (mini kills a command after 30 s by default, an `epg-session submit`
+    of more than a few Episodes with it)."""
     state = home / ".mini-swe-agent"
     state.mkdir(parents=True, exist_ok=True)
     environment = {
@@ -311,6 +313,7 @@ def mini_swe_agent_command(model: str, port: int, home: Path) -> tuple[list[str]
         "MSWEA_COST_TRACKING": "ignore_errors",
     }
     argv = ["mini", "--yolo", "--exit-immediately", "--cost-limit", "0", "--model", f"openai/{model}",
+            "-c", "mini.yaml", "-c", f"environment.timeout={MCP_TOOL_TIMEOUT_S}",
             "--output", str(state / "trajectory.json"), "--task", PROMPT]
     return argv, environment
 

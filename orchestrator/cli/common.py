@@ -34,6 +34,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 1  # a spec, Program, path, name or record the user gave is wrong; or a check the command ran failed
     USAGE = 2  # the command line itself: unknown option, missing argument (typer's usage errors exit 2 too)
     INFRASTRUCTURE = 3  # the engine, an image build, a registry, a runner, a missing extra: nothing the input could fix
+    INTERRUPTED = 130  # stopped by Ctrl-C, SIGTERM or SIGHUP (typer's status for a KeyboardInterrupt)
 
 
 _KINDS = {ExitCode.BAD_INPUT: "bad_input", ExitCode.USAGE: "usage", ExitCode.INFRASTRUCTURE: "infrastructure"}

@@ -38,3 +38,7 @@ def view(
         serve(directory.resolve(), port, announce)
     except OSError as exc:
         fail(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}", ExitCode.INFRASTRUCTURE, error_code="port_unavailable")
+    # uvicorn stops on SIGINT and SIGTERM with handlers of its own, then passes the signal on to the handler it found;
+    # when that was "ignore" (a command started in the background by a shell) nothing is raised and serve returns.
+    # It returns only when stopped, so the status says so either way.
+    raise typer.Exit(int(ExitCode.INTERRUPTED))

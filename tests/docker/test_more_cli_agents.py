@@ -21,7 +21,7 @@ from cli_runs import (
     run_cli_agent,
 )
 
-from orchestrator.agents.cli_agent import PLACEHOLDER_KEY
+from orchestrator.agents.cli_agent import MCP_TOOL_TIMEOUT_S, PLACEHOLDER_KEY, mini_swe_agent_command
 from orchestrator.kernel.program import ProgramFile, program_digest
 
 
@@ -97,3 +97,28 @@ def test_new_cli_agent_run_is_driven_through_the_relay_and_ends_finished(kind, t
     assert {e["path"] for e in exchanges} == {"/v1/chat/completions"}
     assert [json.loads(e["request"]) for e in exchanges] == [p["body"] for p in sorted(requests, key=lambda p: p["seq"])][:len(exchanges)]
     assert manifest["relay"]["requests"] == len(exchanges) >= len(TURNS) - 2
+
+
+MINI_CONFIG = """
+import json, sys
+from minisweagent.config import get_config_from_spec
+from minisweagent.environments.local import LocalEnvironment
+from minisweagent.utils.serialize import recursive_merge
+config = recursive_merge(*[get_config_from_spec(spec) for spec in json.loads(sys.argv[1])])
+environment = LocalEnvironment(**config["environment"])
+print(json.dumps({"timeout": environment.config.timeout, "agent_keys": sorted(config["agent"])}))
+"""
+
+
+def test_mini_swe_agent_takes_its_default_configuration_with_a_command_time_limit_as_long_as_a_submits(builder, engine, tmp_path):
+    """The `-c` specs mini is started with, read by mini itself in its image: its own mini.yaml (the agent's templates)
+    and a command time limit of MCP_TOOL_TIMEOUT_S, where its default of 30 s kills a long submit or probe."""
+    argv, _ = mini_swe_agent_command("m", 9000, tmp_path)
+    specs = [argv[i + 1] for i, word in enumerate(argv) if word == "-c"] or ["mini.yaml"]  # without -c, mini reads mini.yaml
+    image = {result.name: result.tag for result in builder.ensure(["agent-mini-swe-agent"])}["agent-mini-swe-agent"]
+    printed = engine.client.containers.run(image, ["/opt/epg/venv/mini/bin/python", "-c", MINI_CONFIG, json.dumps(specs)],
+                                           entrypoint=[], network_mode="none", remove=True, user="10001:10001", working_dir="/tmp",
+                                           environment={"HOME": "/tmp", "MSWEA_GLOBAL_CONFIG_DIR": "/tmp/mini"})
+    found = json.loads(printed.decode().strip().splitlines()[-1])
+    assert found["timeout"] == MCP_TOOL_TIMEOUT_S
+    assert {"system_template", "instance_template"} <= set(found["agent_keys"])  # mini.yaml, not a bare key-value config

@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.agents.cli_agent import (
     AIDER_TURNS,
+    MCP_TOOL_TIMEOUT_S,
     PLACEHOLDER_KEY,
     SKILL_DIRS,
     aider_command,
@@ -93,6 +94,9 @@ def test_mini_swe_agent_runs_without_confirmation_or_cost_limit_and_exits_when_d
     assert argv[0] == "mini" and argv[argv.index("--model") + 1] == "openai/mm"
     assert {"--yolo", "--exit-immediately"} <= set(argv) and argv[argv.index("--cost-limit") + 1] == "0"
     assert "TASK.md" in argv[argv.index("--task") + 1]
+    # its default configuration, with a shell command's time limit that lets a submit finish
+    configs = [argv[i + 1] for i, word in enumerate(argv) if word == "-c"]
+    assert configs == ["mini.yaml", f"environment.timeout={MCP_TOOL_TIMEOUT_S}"] and MCP_TOOL_TIMEOUT_S >= 3600
     assert Path(argv[argv.index("--output") + 1]).parent == tmp_path / ".mini-swe-agent"
     assert environment["OPENAI_API_BASE"] == "http://127.0.0.1:9001/v1" and environment["OPENAI_API_KEY"] == PLACEHOLDER_KEY
     assert environment["MSWEA_CONFIGURED"] == "true" and environment["MSWEA_COST_TRACKING"] == "ignore_errors"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -173,3 +174,24 @@ def test_the_url_token_is_taken_once_and_then_only_the_browser_holding_the_cooki
     spent = other.get(f"/?token={TOKEN}")
     assert spent.status_code == 401 and "taken by the browser that opened it first" in spent.text and "set-cookie" not in spent.headers
     assert other.get("/api/index", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_view_stopped_by_ctrl_c_exits_130_even_started_with_ctrl_c_ignored(tmp_path):
+    """A shell starts a background command with SIGINT ignored; uvicorn still stops on it, and the status says stopped."""
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.app", "view", str(tmp_path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=cli_env(),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        line = process.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+", line)
+        assert match, line + process.stderr.read()
+        try:  # an answer: the server runs, with its signal handlers in place
+            urllib.request.urlopen(f"{match.group(0)}/api/index", timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130, process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
