@@ -14,6 +14,7 @@ from typing import Iterator
 
 import yaml
 from support.cli import run_cli
+from support.scripted_runs import FORKED
 
 from orchestrator.kernel.program import ProgramFile, program_digest
 
@@ -126,7 +127,7 @@ def run_cli_agent(agent: dict, upstream: str, tmp_path: Path, scope: str) -> tup
         "validation": {"episodes": 2, "max_candidates": 1},
         "assessment": {"episodes": 2, "include_initial_program": False},
         "limits": {"agent_wall_clock_s": 300},
-        "sandbox": {"pool_size": 4},
+        "sandbox": {"pool_size": 4, **FORKED},
         "relay": {"upstream": upstream, "credential_env": "EPG_TEST_PROVIDER_KEY"},
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))

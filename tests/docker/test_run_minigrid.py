@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from support.cli import run_cli
+from support.scripted_runs import FORKED
 
 from orchestrator.kernel.program import capture_program
 
@@ -24,6 +25,7 @@ def test_scripted_run_on_fourrooms_records_missions_traces_validation_and_assess
         "budget": {"episodes": 2 * EPISODES, "max_submissions": 4, "pool_size": EPISODES},
         "validation": {"episodes": EPISODES, "max_candidates": 2},
         "assessment": {"episodes": EPISODES},
+        "sandbox": FORKED,
         "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": f"0:{EPISODES}"},
                                                 {"program": str(RANDOM), "episodes": f"0:{EPISODES}"}], "finish": "all"},
     }))

@@ -18,6 +18,7 @@ import yaml
 from PIL import Image, ImageChops, ImageStat
 from support.browser import capture_page
 from support.cli import run_cli
+from support.scripted_runs import FORKED
 
 from orchestrator.kernel.seeds import keyed_seed
 from orchestrator.reports.export import export_schema
@@ -31,7 +32,7 @@ SPEC = {
     "budget": {"episodes": 16, "max_submissions": 4, "pool_size": 8},
     "validation": {"episodes": 4, "max_candidates": 2},
     "assessment": {"episodes": 4},
-    "sandbox": {"pool_size": 2},
+    "sandbox": {"pool_size": 2, **FORKED},
 }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.cli import run_cli
+from support.scripted_runs import FORKED
 
 from orchestrator.kernel.evaluation import evaluate_programs
 from orchestrator.kernel.program import capture_program
@@ -28,7 +29,7 @@ TINY = {
     "budget": {"episodes": 3, "max_submissions": 1, "pool_size": 4},
     "validation": {"episodes": 3, "max_candidates": 1},
     "assessment": {"episodes": 3, "include_initial_program": False},
-    "sandbox": {"pool_size": 2},
+    "sandbox": {"pool_size": 2, **FORKED},
     "agent": {"kind": "scripted", "steps": [{"program": str(BASELINE), "episodes": "0:3"}], "finish": "all"},
 }
 

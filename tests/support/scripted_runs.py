@@ -14,6 +14,11 @@ from support import cli
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ("s0001", "s0002")  # the baseline's Submission, then the random Program's
+# The sandbox of the Runs whose subject is not the Episode sandbox: forked isolation, whose sandbox costs about 10 ms of
+# CPU where a policy container costs about 280 (the engine's start and removal, the runtime's start). Container
+# isolation, the default, keeps the Runs of the tutorial, tests/docker/test_runs.py, test_run_prestart.py,
+# test_hostile_agents.py, test_view.py and the CI example, and both modes take the hostile-policy suite.
+FORKED = {"isolation": "forked"}
 
 
 def baseline_and_random_spec(benchmark: str, package: Path, episodes: int) -> dict:
@@ -28,6 +33,7 @@ def baseline_and_random_spec(benchmark: str, package: Path, episodes: int) -> di
         "budget": {"episodes": 2 * episodes, "max_submissions": 2, "pool_size": 2 * episodes},
         "validation": {"episodes": episodes, "max_candidates": 2},
         "assessment": {"episodes": episodes},
+        "sandbox": FORKED,
         "agent": {"kind": "scripted", "steps": [{"program": str(package / "baseline"), "episodes": selector},
                                                 {"program": str(package / "random"), "episodes": selector}],
                   "finish": "all"},
