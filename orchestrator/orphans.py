@@ -24,6 +24,13 @@ def owner_is_dead(owner: str) -> bool:
     return host == socket.gethostname() and pid.isdigit() and pid_is_dead(int(pid))
 
 
+def add_dead_work_dirs(report: ReapReport | ClusterReapReport) -> None:
+    """Remove the work directories of this host's dead processes (`backends.workdirs`); count them in report."""
+    directories = reap_work_dirs()
+    report.directories += len(directories.removed)
+    report.errors += directories.errors
+
+
 def reap_orphans(engine: DockerEngine) -> ReapReport:
     """Reap what orchestrator processes of this host left behind when they died; return what was reaped."""
     total = ReapReport()
@@ -34,8 +41,7 @@ def reap_orphans(engine: DockerEngine) -> ReapReport:
             total.networks += report.networks
             total.volumes += report.volumes
             total.errors += report.errors
-    directories = reap_work_dirs()
-    total.directories, total.errors = len(directories.removed), total.errors + directories.errors
+    add_dead_work_dirs(total)
     return total
 
 
@@ -57,6 +63,5 @@ def reap_cluster_orphans(cluster: Cluster) -> ClusterReapReport:
         total.network_policies += report.network_policies
         total.leases += report.leases
         total.errors += report.errors
-    directories = reap_work_dirs()
-    total.directories, total.errors = len(directories.removed), total.errors + directories.errors
+    add_dead_work_dirs(total)
     return total

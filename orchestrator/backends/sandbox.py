@@ -147,9 +147,9 @@ class DockerSandbox:
             self._root = make_work_dir("sandbox", self._workdir)
             self._programs.mkdir(mode=0o755)
             os.chmod(self._programs, 0o755)
-            for lane in self._lanes:
-                self._exchange(lane).mkdir(mode=0o755)
-                os.chmod(self._exchange(lane), 0o755)
+            for exchange in map(self._exchange, self._lanes):
+                exchange.mkdir(mode=0o755)
+                os.chmod(exchange, 0o755)
             # A lane's runner and its lane container (forked isolation) start side by side: neither needs the other.
             starts: list[Callable[[_Lane], None]] = [self._start_runner]
             if self._forked:

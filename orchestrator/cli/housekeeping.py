@@ -35,8 +35,7 @@ def gc(
     from orchestrator.backends.engine import DockerEngine
     from orchestrator.backends.kubernetes.manifests import ClusterTarget
     from orchestrator.backends.labels import selector
-    from orchestrator.backends.workdirs import reap_work_dirs
-    from orchestrator.orphans import reap_orphans
+    from orchestrator.orphans import add_dead_work_dirs, reap_orphans
 
     json_mode(as_json)
     if backend == "kubernetes":
@@ -47,8 +46,7 @@ def gc(
             report = engine.reap(selector(scope=scope))
         elif all_:
             report = engine.reap(selector())
-            directories = reap_work_dirs()
-            report.directories, report.errors = len(directories.removed), report.errors + directories.errors
+            add_dead_work_dirs(report)
         else:
             report = reap_orphans(engine)
     except InfrastructureError as exc:
