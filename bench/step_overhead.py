@@ -9,6 +9,13 @@ observation's encoding, framing, the socket, the runtime's decoding, act(),
 the action back. Each row runs twice in the same run, the socket path forced
 ("before") and the path the runner chooses ("after": large tensors through the
 Episode's shared memory), in alternating repetitions; the median is printed.
+
+Beside each row, the protocol's floor on this machine: the same observation and
+action frames between two separate interpreters pinned to one CPU, as a lane's
+runner and policy are, each side doing only what any implementation of the
+protocol in Python must (encode, one send, one receive, parse, decode) with no
+framing class, deadline, bookkeeping or check. A target below its floor cannot
+be met by any runner and runtime written in Python on this machine.
 """
 
 from __future__ import annotations
@@ -16,7 +23,11 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import socket
 import statistics
+import struct
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,10 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from epg.v1 import runner_pb2
+from epg.v1 import policy_pb2, runner_pb2
 from epg_sdk.benchmark import Benchmark, BenchmarkSpec, StepResult
+from epg_sdk.protocol import values
 from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode
-from epg_sdk.testing import local_policy_runtime
+from epg_sdk.testing import local_policy_runtime, local_runtime_env
 
 FRAME_TARGET_US, VECTOR_TARGET_US = 100.0, 30.0
 FRAME, VECTOR = np.zeros((96, 96, 3), dtype=np.uint8), np.zeros(17, dtype=np.float64)
@@ -132,7 +144,82 @@ def overhead(observation: np.ndarray, steps: int, shared_memory: bool, program_d
                    cpu_us=(cpu - fixed_cpu) / (steps - 1) * 1e6)
 
 
-Measured = tuple[str, Figures, Figures, float]  # row name, socket path, shared memory, target us
+# The policy's side of the floor: answer each observation frame (4-byte length, PolicyFrame) with action 0. An empty
+# frame starts its CPU clock and is answered with one; at the end of the stream it sends the CPU seconds spent since,
+# as a double. One frame at a time in each direction: the runner waits for each answer.
+_FLOOR_POLICY = """
+import socket, struct, sys, time
+from epg.v1 import policy_pb2
+from epg_sdk.protocol import values
+header = struct.Struct("<I")
+peer = socket.socket(fileno=int(sys.argv[1]))
+buffer = bytearray(1 << 20)
+view = memoryview(buffer)
+mark = time.process_time()
+while True:
+    received = peer.recv_into(buffer)
+    if not received:
+        peer.sendall(struct.pack("<d", time.process_time() - mark))
+        break
+    if received == 4 and header.unpack_from(buffer)[0] == 0:
+        mark = time.process_time()
+        peer.sendall(header.pack(0))
+        continue
+    while received < 4 or received < 4 + header.unpack_from(buffer)[0]:
+        received += peer.recv_into(view[received:])
+    (length,) = header.unpack_from(buffer)
+    frame = policy_pb2.PolicyFrame()
+    frame.ParseFromString(view[4:4 + length])
+    values.decode(frame.observation.value)
+    answer = policy_pb2.RuntimeFrame()
+    values.encode_into(answer.action.value, 0)
+    data = answer.SerializeToString()
+    peer.sendall(header.pack(len(data)) + data)
+"""
+
+
+def protocol_floor(observation: np.ndarray, steps: int) -> Figures:
+    """The protocol's floor per step for observation (see the module's doc): wall time and CPU of both sides."""
+    runner, policy = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    child = subprocess.Popen([sys.executable, "-c", _FLOOR_POLICY, str(policy.fileno())], pass_fds=[policy.fileno()],
+                             env=local_runtime_env())
+    policy.close()
+    header = struct.Struct("<I")
+    buffer = bytearray(4096)
+
+    def step(index: int) -> None:
+        frame = policy_pb2.PolicyFrame()
+        values.encode_into(frame.observation.value, observation)
+        frame.observation.step = index
+        data = frame.SerializeToString()
+        runner.sendall(header.pack(len(data)) + data)
+        received = runner.recv_into(buffer)
+        answer = policy_pb2.RuntimeFrame()
+        answer.ParseFromString(memoryview(buffer)[4:received])  # type: ignore[arg-type]  # upb takes any buffer
+        values.decode(answer.action.value)
+
+    try:
+        for index in range(min(steps, 200)):  # both sides' first steps (caches, allocators) are not the floor
+            step(index)
+        runner.sendall(header.pack(0))  # the policy's side starts its clock, and says so
+        if runner.recv_into(buffer) != header.size:
+            raise RuntimeError("the floor's policy side did not answer the start of its clock")
+        began, cpu = time.perf_counter(), time.process_time()
+        for index in range(steps):
+            step(index)
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+        runner.shutdown(socket.SHUT_WR)
+        said = b""
+        while len(said) < 8 and (chunk := runner.recv(8 - len(said))):
+            said += chunk
+        (policy_cpu,) = struct.unpack("<d", said)
+    finally:
+        runner.close()
+        child.wait(timeout=30)
+    return Figures(wall_us=wall / steps * 1e6, cpu_us=(cpu + policy_cpu) / steps * 1e6)
+
+
+Measured = tuple[str, Figures, Figures, float, Figures]  # row name, socket path, shared memory, target us, floor
 
 
 def measure(steps: int, repeats: int) -> list[Measured]:
@@ -148,35 +235,44 @@ def measure(steps: int, repeats: int) -> list[Measured]:
         os.sched_setaffinity(0, affinity)
 
 
+def _median(figures: list[Figures]) -> Figures:
+    return Figures(wall_us=statistics.median(f.wall_us for f in figures), cpu_us=statistics.median(f.cpu_us for f in figures))
+
+
 def _measure(steps: int, repeats: int) -> list[Measured]:
     figures = []
+    floors: dict[int, Figures] = {}  # by the observation's id: the rows after an env step share their row's floor
     with tempfile.TemporaryDirectory(prefix="epg-step-bench-") as tmp:
         program_dir = Path(tmp)
         (program_dir / "policy.py").write_text(PROGRAM)
         for row in ROWS:
             count = max(50, steps // row.steps_divisor)
             samples: dict[bool, list[Figures]] = {False: [], True: []}
+            floor_samples: list[Figures] = []
             for _ in range(repeats):
                 for shared_memory in (False, True):
                     samples[shared_memory].append(overhead(row.observation, count, shared_memory, program_dir, row.environment_us))
-            socket_path, shared = (Figures(wall_us=statistics.median(f.wall_us for f in samples[mode]),
-                                           cpu_us=statistics.median(f.cpu_us for f in samples[mode])) for mode in (False, True))
-            figures.append((row.name, socket_path, shared, row.target_us))
+                if id(row.observation) not in floors:
+                    floor_samples.append(protocol_floor(row.observation, count))
+            if floor_samples:
+                floors[id(row.observation)] = _median(floor_samples)
+            figures.append((row.name, _median(samples[False]), _median(samples[True]), row.target_us, floors[id(row.observation)]))
     return figures
 
 
 def print_rows(rows: list[Measured]) -> None:
-    print(f"{'per-step overhead, one lane':<28} {'socket us':>10} {'shared us':>10} {'target':>12} {'socket CPU':>11} {'shared CPU':>11}",
-          flush=True)
-    for name, before, after, target in rows:
+    print(f"{'per-step overhead, one lane':<28} {'socket us':>10} {'shared us':>10} {'target':>12} {'socket CPU':>11} {'shared CPU':>11}"
+          f" {'floor us':>9} {'floor CPU':>10}", flush=True)
+    for name, before, after, target, floor in rows:
         verdict = "ok" if after.wall_us <= target else "OVER"
         print(f"{name:<28} {before.wall_us:>10.1f} {after.wall_us:>10.1f} {f'<={target:.0f} {verdict}':>12} "
-              f"{before.cpu_us:>11.1f} {after.cpu_us:>11.1f}", flush=True)
+              f"{before.cpu_us:>11.1f} {after.cpu_us:>11.1f} {floor.wall_us:>9.1f} {floor.cpu_us:>10.1f}", flush=True)
     print("(the runner's step loop against the policy runtime over a Unix socket, no container, both on one CPU as a lane's are; socket: every observation "
           "on the socket; shared: tensors of 4 KiB or more through the Episode's sealed memfd; 'after an env step': the "
           "Environment burns that much CPU first, as CarRacing and HalfCheetah do; us: wall time per step beyond the "
           "environment's; CPU: us of CPU per step of both processes beyond the environment's, which a loaded machine "
-          "does not inflate; medians)", flush=True)
+          "does not inflate; floor: the same frames on the socket between two interpreters on the same CPU, each side "
+          "only encoding, sending, receiving, parsing and decoding, what any Python runner and runtime pay; medians)", flush=True)
 
 
 def main() -> int:
