@@ -39,6 +39,7 @@ import numpy as np
 from epg.v1 import policy_pb2, runner_pb2
 from epg_sdk.benchmark import Benchmark, BenchmarkSpec, StepResult
 from epg_sdk.protocol import values
+from epg_sdk.protocol.framing import HEADER
 from epg_sdk.runtime.episode_loop import EpisodeLimits, drive_episode
 from epg_sdk.testing import local_policy_runtime, local_runtime_env
 
@@ -151,7 +152,7 @@ _FLOOR_POLICY = """
 import socket, struct, sys, time
 from epg.v1 import policy_pb2
 from epg_sdk.protocol import values
-header = struct.Struct("<I")
+from epg_sdk.protocol.framing import HEADER
 peer = socket.socket(fileno=int(sys.argv[1]))
 buffer = bytearray(1 << 20)
 view = memoryview(buffer)
@@ -161,20 +162,20 @@ while True:
     if not received:
         peer.sendall(struct.pack("<d", time.process_time() - mark))
         break
-    if received == 4 and header.unpack_from(buffer)[0] == 0:
+    if received == HEADER.size and HEADER.unpack_from(buffer)[0] == 0:
         mark = time.process_time()
-        peer.sendall(header.pack(0))
+        peer.sendall(HEADER.pack(0))
         continue
-    while received < 4 or received < 4 + header.unpack_from(buffer)[0]:
+    while received < HEADER.size or received < HEADER.size + HEADER.unpack_from(buffer)[0]:
         received += peer.recv_into(view[received:])
-    (length,) = header.unpack_from(buffer)
+    (length,) = HEADER.unpack_from(buffer)
     frame = policy_pb2.PolicyFrame()
-    frame.ParseFromString(view[4:4 + length])
+    frame.ParseFromString(view[HEADER.size:HEADER.size + length])
     values.decode(frame.observation.value)
     answer = policy_pb2.RuntimeFrame()
     values.encode_into(answer.action.value, 0)
     data = answer.SerializeToString()
-    peer.sendall(header.pack(len(data)) + data)
+    peer.sendall(HEADER.pack(len(data)) + data)
 """
 
 
@@ -184,7 +185,6 @@ def protocol_floor(observation: np.ndarray, steps: int) -> Figures:
     child = subprocess.Popen([sys.executable, "-c", _FLOOR_POLICY, str(policy.fileno())], pass_fds=[policy.fileno()],
                              env=local_runtime_env())
     policy.close()
-    header = struct.Struct("<I")
     buffer = bytearray(4096)
 
     def step(index: int) -> None:
@@ -192,17 +192,17 @@ def protocol_floor(observation: np.ndarray, steps: int) -> Figures:
         values.encode_into(frame.observation.value, observation)
         frame.observation.step = index
         data = frame.SerializeToString()
-        runner.sendall(header.pack(len(data)) + data)
+        runner.sendall(HEADER.pack(len(data)) + data)
         received = runner.recv_into(buffer)
         answer = policy_pb2.RuntimeFrame()
-        answer.ParseFromString(memoryview(buffer)[4:received])  # type: ignore[arg-type]  # upb takes any buffer
+        answer.ParseFromString(memoryview(buffer)[HEADER.size:received])  # type: ignore[arg-type]  # upb takes any buffer
         values.decode(answer.action.value)
 
     try:
         for index in range(min(steps, 200)):  # both sides' first steps (caches, allocators) are not the floor
             step(index)
-        runner.sendall(header.pack(0))  # the policy's side starts its clock, and says so
-        if runner.recv_into(buffer) != header.size:
+        runner.sendall(HEADER.pack(0))  # the policy's side starts its clock, and says so
+        if runner.recv_into(buffer) != HEADER.size:
             raise RuntimeError("the floor's policy side did not answer the start of its clock")
         began, cpu = time.perf_counter(), time.process_time()
         for index in range(steps):
